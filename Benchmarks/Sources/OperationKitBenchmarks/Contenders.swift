@@ -1,0 +1,258 @@
+import Dispatch
+import Foundation
+import OperationKit
+import Synchronization
+
+/// Something that can run a graph of closures with dependencies between them.
+///
+/// A fresh contender is created for every measured run, so no state leaks from one run into the next.
+protocol Contender {
+    associatedtype Node
+
+    /// The name printed in the results.
+    static var name: String { get }
+
+    init()
+
+    /// Wraps `body` in one schedulable unit; nothing runs yet.
+    func makeNode(_ body: @escaping @Sendable () -> Void) -> Node
+
+    /// Makes `node` wait for `dependency`. Only called before `run(_:)`.
+    func addDependency(_ node: Node, on dependency: Node)
+
+    /// Hands a fully wired graph to the scheduler and returns once every node has finished.
+    func run(_ nodes: [Node])
+
+    /// Runs `body` `count` times with no dependencies and returns once all runs are done.
+    func runIndependent(count: Int, body: @escaping @Sendable () -> Void)
+
+    /// Submits `count` units while the scheduler is suspended, optionally cancels them all, resumes and waits.
+    ///
+    /// `beforeCreating` is called after the caller-side array is reserved and before the first unit is made;
+    /// `afterAdding` once every unit has been handed to the (still suspended) scheduler.
+    func runSuspended(
+        count: Int,
+        cancelling: Bool,
+        body: @escaping @Sendable () -> Void,
+        beforeCreating: () -> Void,
+        afterAdding: () -> Void
+    )
+}
+
+extension Contender {
+    func runSuspended(count: Int, cancelling: Bool, body: @escaping @Sendable () -> Void) {
+        runSuspended(count: count, cancelling: cancelling, body: body, beforeCreating: {}, afterAdding: {})
+    }
+}
+
+// MARK: - Operation queues
+
+/// The shared shape of OperationKit's and Foundation's queues: both contenders are driven identically.
+protocol QueueContender: Contender {
+    func add(_ nodes: [Node])
+    func waitForAll()
+    func setSuspended(_ suspended: Bool)
+    func cancelAll()
+}
+
+extension QueueContender {
+    func run(_ nodes: [Node]) {
+        add(nodes)
+        waitForAll()
+    }
+
+    func runIndependent(count: Int, body: @escaping @Sendable () -> Void) {
+        var nodes: [Node] = []
+        nodes.reserveCapacity(count)
+        for _ in 0..<count {
+            nodes.append(makeNode(body))
+        }
+        run(nodes)
+    }
+
+    func runSuspended(
+        count: Int,
+        cancelling: Bool,
+        body: @escaping @Sendable () -> Void,
+        beforeCreating: () -> Void,
+        afterAdding: () -> Void
+    ) {
+        setSuspended(true)
+        var nodes: [Node] = []
+        nodes.reserveCapacity(count)
+        beforeCreating()
+        for _ in 0..<count {
+            nodes.append(makeNode(body))
+        }
+        add(nodes)
+        afterAdding()
+        if cancelling {
+            cancelAll()
+        }
+        setSuspended(false)
+        waitForAll()
+    }
+}
+
+/// OperationKit: `ClosureOperation` on a `ConcurrentOperationQueue` with the default concurrency.
+struct OperationKitContender: QueueContender {
+    static let name = "OperationKit"
+
+    private let queue = ConcurrentOperationQueue(name: "bench")
+
+    func makeNode(_ body: @escaping @Sendable () -> Void) -> ConcurrentOperation {
+        ClosureOperation(body)
+    }
+
+    func addDependency(_ node: ConcurrentOperation, on dependency: ConcurrentOperation) {
+        do {
+            try node.addDependency(dependency)
+        } catch {
+            fail("OperationKit refused a dependency: \(error)")
+        }
+    }
+
+    func add(_ nodes: [ConcurrentOperation]) {
+        do {
+            try queue.addOperations(nodes, waitUntilFinished: false)
+        } catch {
+            fail("OperationKit refused a batch of \(nodes.count) operations: \(error)")
+        }
+    }
+
+    func waitForAll() {
+        queue.waitUntilAllOperationsAreFinished()
+    }
+
+    func setSuspended(_ suspended: Bool) {
+        queue.isSuspended = suspended
+    }
+
+    func cancelAll() {
+        queue.cancelAllOperations()
+    }
+}
+
+/// Foundation: `BlockOperation` on an `OperationQueue` with the default concurrency.
+struct FoundationContender: QueueContender {
+    static let name = "Foundation"
+
+    private let queue: OperationQueue
+
+    init() {
+        queue = OperationQueue()
+        queue.name = "bench"
+    }
+
+    func makeNode(_ body: @escaping @Sendable () -> Void) -> Foundation.Operation {
+        BlockOperation(block: body)
+    }
+
+    func addDependency(_ node: Foundation.Operation, on dependency: Foundation.Operation) {
+        node.addDependency(dependency)
+    }
+
+    func add(_ nodes: [Foundation.Operation]) {
+        queue.addOperations(nodes, waitUntilFinished: false)
+    }
+
+    func waitForAll() {
+        queue.waitUntilAllOperationsAreFinished()
+    }
+
+    func setSuspended(_ suspended: Bool) {
+        queue.isSuspended = suspended
+    }
+
+    func cancelAll() {
+        queue.cancelAllOperations()
+    }
+}
+
+// MARK: - Raw Dispatch
+
+/// A graph node for the Dispatch baseline: a body, a count of unfinished dependencies and its dependents.
+final class DispatchNode {
+    let body: @Sendable () -> Void
+    let unfinishedDependencies = Atomic<Int>(0)
+    // Written only while the graph is built, before the first node is dispatched; read-only afterwards.
+    var dependents: [DispatchNode] = []
+
+    init(body: @escaping @Sendable () -> Void) {
+        self.body = body
+    }
+}
+
+// `dependents` is mutated only before any node is dispatched (the dispatch publishes it); the counter is atomic.
+extension DispatchNode: @unchecked Sendable {}
+
+/// Raw Dispatch: one `async(group:)` per unit on the global queue; graphs count down an atomic per node.
+struct DispatchContender: Contender {
+    static let name = "Dispatch"
+
+    private let group = DispatchGroup()
+    private let global = DispatchQueue.global()
+
+    func makeNode(_ body: @escaping @Sendable () -> Void) -> DispatchNode {
+        DispatchNode(body: body)
+    }
+
+    func addDependency(_ node: DispatchNode, on dependency: DispatchNode) {
+        node.unfinishedDependencies.wrappingAdd(1, ordering: .relaxed)
+        dependency.dependents.append(node)
+    }
+
+    func run(_ nodes: [DispatchNode]) {
+        // Pick the roots before dispatching any: a running root already counts its dependents down to zero.
+        let roots = nodes.filter { $0.unfinishedDependencies.load(ordering: .relaxed) == 0 }
+        for root in roots {
+            submit(root)
+        }
+        group.wait()
+    }
+
+    private func submit(_ node: DispatchNode) {
+        global.async(group: group) {
+            node.body()
+            // The last dependency to finish releases the dependent.
+            for dependent in node.dependents
+            where dependent.unfinishedDependencies.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 {
+                submit(dependent)
+            }
+        }
+    }
+
+    func runIndependent(count: Int, body: @escaping @Sendable () -> Void) {
+        for _ in 0..<count {
+            global.async(group: group, execute: body)
+        }
+        group.wait()
+    }
+
+    func runSuspended(
+        count: Int,
+        cancelling: Bool,
+        body: @escaping @Sendable () -> Void,
+        beforeCreating: () -> Void,
+        afterAdding: () -> Void
+    ) {
+        let queue = DispatchQueue(label: "bench.suspended", attributes: .concurrent)
+        queue.suspend()
+        var items: [DispatchWorkItem] = []
+        items.reserveCapacity(count)
+        beforeCreating()
+        for _ in 0..<count {
+            let item = DispatchWorkItem(block: body)
+            queue.async(group: group, execute: item)
+            items.append(item)
+        }
+        afterAdding()
+        if cancelling {
+            for item in items {
+                item.cancel()
+            }
+        }
+        queue.resume()
+        group.wait()
+    }
+}

@@ -1,0 +1,70 @@
+import Dispatch
+
+extension ConcurrentOperation {
+    /// Blocks the calling thread until the operation has finished.
+    ///
+    /// Do not call it from the operation's own ``execute()``: the operation could never finish.
+    public final func waitUntilFinished() {
+        _ = wait(timeout: nil)
+    }
+
+    /// Blocks the calling thread until the operation has finished or `timeout` has passed.
+    ///
+    /// - Parameter timeout: How long to wait at most.
+    /// - Returns: `true` if the operation finished, `false` if the wait timed out.
+    public final func waitUntilFinished(timeout: Duration) -> Bool {
+        wait(timeout: timeout)
+    }
+
+    private func wait(timeout: Duration?) -> Bool {
+        let semaphore = DispatchSemaphore(value: 0)
+        let alreadyFinished = machine.lock.withLock {
+            if machine.lifecycle.isFinished { return true }
+            waiters.append(.semaphore(semaphore))
+            return false
+        }
+        if alreadyFinished { return true }
+        guard let timeout else {
+            semaphore.wait()
+            return true
+        }
+        if semaphore.wait(timeout: .now() + timeout.dispatchInterval) == .success { return true }
+        // Timed out: withdraw the waiter unless finish() has already taken it.
+        return machine.lock.withLock {
+            if let index = waiters.firstIndex(where: { $0.isSemaphore(semaphore) }) {
+                waiters.remove(at: index)
+                return false
+            }
+            return true
+        }
+    }
+
+    /// Suspends the calling task until the operation has finished. Returns at once if it has.
+    /// Cancelling the waiting task does not cancel the operation and does not end the wait.
+    public final func waitUntilFinished() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let alreadyFinished = machine.lock.withLock {
+                if machine.lifecycle.isFinished { return true }
+                waiters.append(.continuation(continuation))
+                return false
+            }
+            if alreadyFinished { continuation.resume() }
+        }
+    }
+}
+
+extension Waiter {
+    func isSemaphore(_ semaphore: DispatchSemaphore) -> Bool {
+        if case .semaphore(let mine) = self { return mine === semaphore }
+        return false
+    }
+}
+
+extension Duration {
+    var dispatchInterval: DispatchTimeInterval {
+        let (seconds, attoseconds) = components
+        let nanoseconds = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        if nanoseconds.overflow || seconds > Int64(Int.max / 2_000_000_000) { return .never }
+        return .nanoseconds(Int(nanoseconds.partialValue + attoseconds / 1_000_000_000))
+    }
+}

@@ -1,0 +1,337 @@
+import Dispatch
+import Synchronization
+
+/// The base class for work that runs on a ``ConcurrentOperationQueue``, with Foundation's
+/// `Operation` surface and NSOperation's semantics — minus the crashes and hangs.
+///
+/// Subclass it, override ``execute()`` and call ``finish()`` when the work is done, from any
+/// thread, now or later:
+///
+/// ```swift
+/// final class Fetch: ConcurrentOperation, @unchecked Sendable {
+///     override func execute() {
+///         client.get(url) { _ in self.finish() }
+///     }
+/// }
+/// ```
+///
+/// The lifecycle is an ``OperationStateMachine`` the operation owns: ready → executing →
+/// finished, and a separate cancelled flag.
+///
+/// - A dependent of a cancelled operation still runs (as in Foundation).
+/// - Cancelled before it starts: it never executes. In a queue it finishes as soon as the queue
+///   reaches it, without waiting for its dependencies; its completion block runs once.
+/// - Cancelled while executing: only ``isCancelled`` changes. The operation finishes itself.
+/// - The completion block runs exactly once, after ``isFinished`` became true, on the thread that
+///   finished the operation, never while a lock is held, and before dependents are released.
+/// - Without a queue, ``start()`` on a ready operation runs it on the calling thread.
+/// - Once finished, an operation releases its dependencies, its completion block and its queue,
+///   so long chains free as they run (``dependencies`` is then empty; Foundation keeps it).
+open class ConcurrentOperation {
+    /// The relative order in which a queue starts ready operations. FIFO within one priority.
+    public enum QueuePriority: Int, Sendable, CaseIterable, Comparable {
+        case veryLow = -8
+        case low = -4
+        case normal = 0
+        case high = 4
+        case veryHigh = 8
+
+        public static func < (lhs: QueuePriority, rhs: QueuePriority) -> Bool { lhs.rawValue < rhs.rawValue }
+
+        /// 0 for `.veryHigh` … 4 for `.veryLow`: the index of the ready list it waits in.
+        var readyIndex: Int {
+            switch self {
+            case .veryHigh: 0
+            case .high: 1
+            case .normal: 2
+            case .low: 3
+            case .veryLow: 4
+            }
+        }
+    }
+
+    /// The lifecycle. Its lock also protects the fields below marked `machine.lock`.
+    let machine: OperationStateMachine
+
+    // protected by machine.lock
+    private var _name: String?
+    private var _queuePriority: QueuePriority = .normal
+    private var _qualityOfService: DispatchQoS.QoSClass = .unspecified
+    private var _completionBlock: (@Sendable () -> Void)?
+    /// Direct dependencies as the user gave them. The first `processedDependencyCount` have been
+    /// registered with the dependency graph (they were unfinished then) or were already finished.
+    var _dependencies: [ConcurrentOperation] = []
+    var processedDependencyCount = 0
+    /// Enqueued operations waiting for this one to finish; taken when it finishes.
+    var dependents: [ConcurrentOperation] = []
+    /// The queue this operation was added to; cleared when it finishes.
+    var queue: ConcurrentOperationQueue?
+    /// Threads and tasks waiting for this operation to finish.
+    var waiters: [Waiter] = []
+
+    // protected by the lock of `queue`
+    var queueNext: ConcurrentOperation?
+    unowned(unsafe) var queuePrevious: ConcurrentOperation?
+    var readyNext: ConcurrentOperation?
+    var isInReadyList = false
+    var isDispatched = false
+    /// `queuePriority` as it was when the operation was added to its queue.
+    var queuedPriority: QueuePriority = .normal
+
+    // protected by DependencyGraph.lock
+    var graphOrder = DependencyGraph.unassigned
+
+    /// Unfinished registered dependencies plus the `Readiness` flags; see `Readiness`.
+    let readiness = Atomic<Int>(0)
+    /// Hands the worker's concurrency slot over between the worker and `finish()`.
+    let slotHandoff = Atomic<UInt8>(SlotHandoff.workerHolds)
+
+    /// Creates an operation. Subclasses override ``execute()``.
+    ///
+    /// - Parameter name: A name for logs and errors.
+    public init(name: String? = nil) {
+        machine = OperationStateMachine(dispatchQueue: .global())
+        _name = name
+    }
+
+    // MARK: Foundation's surface
+
+    /// A name for logs and errors. Readable and writable from any thread.
+    public var name: String? {
+        get { machine.lock.withLock { _name } }
+        set { machine.lock.withLock { _name = newValue } }
+    }
+
+    /// The name, or the type and address when it has none: what errors show.
+    public var displayName: String {
+        if let name { return name }
+        return "\(type(of: self))@\(ObjectIdentifier(self).hashValue)"
+    }
+
+    /// Whether the operation can start: it has not started, and every dependency has finished (or
+    /// it was cancelled, which makes it ready at once). Readable from any thread.
+    public var isReady: Bool {
+        let (ready, enqueued, pending) = machine.lock.withLock {
+            (machine.lifecycle.isReady, queue != nil, _dependencies)
+        }
+        guard ready else { return false }
+        if enqueued { return Readiness.isRunnable(readiness.load(ordering: .acquiring)) }
+        if isCancelled { return true }
+        return pending.allSatisfy(\.isFinished)
+    }
+
+    /// Whether the operation has started and not finished. Readable from any thread.
+    public var isExecuting: Bool { machine.isExecuting }
+    /// Whether the operation has finished (executed, or cancelled and reached). Readable from any thread.
+    public var isFinished: Bool { machine.isFinished }
+    /// Whether ``cancel()`` was called before the operation finished. Readable from any thread.
+    public var isCancelled: Bool { machine.isCancelled }
+    /// Always `true`: every OperationKit operation may finish after ``execute()`` returns.
+    public var isAsynchronous: Bool { true }
+
+    /// The order in which a queue starts this operation among ready ones. Set before adding it.
+    public var queuePriority: QueuePriority {
+        get { machine.lock.withLock { _queuePriority } }
+        set { machine.lock.withLock { _queuePriority = newValue } }
+    }
+
+    /// `queuePriority`; call with `machine.lock` held.
+    var queuePriorityLocked: QueuePriority { _queuePriority }
+
+    /// The quality of service of the work. `.unspecified` (the default) runs it at its queue's.
+    public var qualityOfService: DispatchQoS.QoSClass {
+        get { machine.lock.withLock { _qualityOfService } }
+        set { machine.lock.withLock { _qualityOfService = newValue } }
+    }
+
+    /// Runs exactly once after the operation finished — also when it was cancelled — on the
+    /// thread that finished it, with no lock held, before its dependents are released.
+    public var completionBlock: (@Sendable () -> Void)? {
+        get { machine.lock.withLock { _completionBlock } }
+        set { machine.lock.withLock { _completionBlock = newValue } }
+    }
+
+    /// The operations this one waits for. Empty once it has finished.
+    public var dependencies: [ConcurrentOperation] { machine.lock.withLock { _dependencies } }
+
+    // MARK: Running
+
+    /// Starts the operation on the calling thread, as Foundation's `start()` does: ``execute()``
+    /// runs before this returns (it may finish later). A cancelled operation finishes without
+    /// executing.
+    ///
+    /// - Throws: ``OperationError/Code-swift.struct/managedByQueue`` if a queue runs it;
+    ///   ``OperationError/Code-swift.struct/notReady`` if a dependency has not finished;
+    ///   ``OperationError/Code-swift.struct/alreadyStarted`` or
+    ///   ``OperationError/Code-swift.struct/alreadyFinished`` if it already ran. Nothing changed.
+    public final func start() throws(OperationError) {
+        let (inQueue, dependencies) = machine.lock.withLock { (queue != nil, _dependencies) }
+        if inQueue {
+            throw OperationError(.managedByQueue, operations: [displayName], "a queue starts this operation")
+        }
+        if !isCancelled, let waiting = dependencies.first(where: { !$0.isFinished }) {
+            throw OperationError(
+                .notReady, operations: [displayName, waiting.displayName], "a dependency has not finished")
+        }
+        switch machine.startInline() {
+        case .execute:
+            execute()
+        case .finishWithoutExecuting:
+            finishAfterStart()
+        case .refuse(let code):
+            throw OperationError(code, operations: [displayName], "start() refused")
+        }
+    }
+
+    /// The work. Override it, and call ``finish()`` when the work is done — before returning or
+    /// later, from any thread. The default implementation finishes at once.
+    ///
+    /// Runs on a worker of the operation's queue (on the queue's underlying dispatch queue), or
+    /// on the thread that called ``start()``. Check ``isCancelled`` in long work.
+    open func execute() {
+        finish()
+    }
+
+    /// Finishes the operation. Only the first call counts; later calls, and calls before the
+    /// operation started, change nothing and return `false`.
+    ///
+    /// The completion block, then the release of dependents and waiters, happen on the calling
+    /// thread before this returns.
+    @discardableResult
+    public final func finish() -> Bool {
+        finishAfterStart()
+    }
+
+    /// Cancels the operation: sets ``isCancelled`` (once). An operation that has not started will
+    /// not execute: in a queue it finishes as soon as the queue reaches it, without waiting for
+    /// its dependencies. An executing operation is only told; it must finish itself. Cancelling a
+    /// finished operation does nothing. Overrides must call `super.cancel()`.
+    open func cancel() {
+        guard machine.cancel() else { return }
+        let queue = machine.lock.withLock { self.queue }
+        guard let queue else { return }
+        if Readiness.becameRunnableByCancelling(readiness.bitwiseOr(Readiness.cancelled, ordering: .acquiringAndReleasing).oldValue) {
+            queue.makeReady([self])
+        }
+    }
+
+    // MARK: Finishing
+
+    @discardableResult
+    final func finishAfterStart() -> Bool {
+        let outcome = machine.finish {
+            let taken = Finished(
+                completion: _completionBlock, dependents: dependents, waiters: waiters, queue: queue,
+                dependencies: _dependencies)
+            _completionBlock = nil
+            dependents = []
+            waiters = []
+            queue = nil
+            _dependencies = []
+            processedDependencyCount = 0
+            return taken
+        }
+        guard case .success(let finished) = outcome else { return false }
+        finished.completion?()
+
+        var readyInSameQueue: [ConcurrentOperation] = []
+        for dependent in finished.dependents where dependent.dependencyDidFinish() {
+            if let queue = dependent.queueWhilePending {
+                if queue === finished.queue {
+                    readyInSameQueue.append(dependent)
+                } else {
+                    queue.makeReady([dependent])
+                }
+            }
+        }
+        if let queue = finished.queue {
+            let releasesSlot = slotHandoff.exchange(SlotHandoff.finished, ordering: .acquiringAndReleasing)
+                == SlotHandoff.workerLeft
+            queue.operationDidFinish(self, releasesSlot: releasesSlot, newlyReady: readyInSameQueue)
+        }
+        for waiter in finished.waiters { waiter.resume() }
+        withExtendedLifetime(finished.dependencies) {}
+        return true
+    }
+
+    private struct Finished {
+        var completion: (@Sendable () -> Void)?
+        var dependents: [ConcurrentOperation]
+        var waiters: [Waiter]
+        var queue: ConcurrentOperationQueue?
+        var dependencies: [ConcurrentOperation]
+    }
+
+    /// A registered dependency finished. Returns `true` if this made the operation runnable.
+    final func dependencyDidFinish() -> Bool {
+        readiness.subtract(1, ordering: .acquiringAndReleasing).newValue == 0
+    }
+
+    /// The queue of an operation that is enqueued and has not finished.
+    final var queueWhilePending: ConcurrentOperationQueue? { machine.lock.withLock { queue } }
+
+    // MARK: Running on a queue
+
+    /// Runs the operation on a queue worker. Returns `true` if the worker keeps its concurrency
+    /// slot (the operation finished before `execute()` returned, or did not run at all), `false`
+    /// if the slot now belongs to the operation until it finishes.
+    final func runOnWorker(queueQoS: DispatchQoS.QoSClass) -> Bool {
+        slotHandoff.store(SlotHandoff.workerHolds, ordering: .releasing)
+        switch machine.startInline() {
+        case .execute:
+            let qos = qualityOfService
+            if qos != .unspecified && qos != queueQoS {
+                slotHandoff.store(SlotHandoff.workerLeft, ordering: .releasing)
+                DispatchQueue.global(qos: qos).async { self.executeOnQueue() }
+                return false
+            }
+            executeOnQueue()
+        case .finishWithoutExecuting:
+            finishAfterStart()
+        case .refuse:
+            // Started by someone else (a queue refuses `start()` by hand, so this does not happen);
+            // nothing runs and the worker keeps its slot.
+            return true
+        }
+        return slotHandoff.exchange(SlotHandoff.workerLeft, ordering: .acquiringAndReleasing) == SlotHandoff.finished
+    }
+
+    private final func executeOnQueue() {
+        execute()
+    }
+}
+
+// Mutable state is protected by `machine.lock`, by the lock of the queue the operation is in
+// (the intrusive list and ready-list fields) or by `DependencyGraph.lock` (`graphOrder`), as
+// marked on each field; `readiness` and `slotHandoff` are atomics.
+extension ConcurrentOperation: @unchecked Sendable {}
+
+extension ConcurrentOperation: CustomStringConvertible {
+    public var description: String { displayName }
+}
+
+/// The values of `ConcurrentOperation.slotHandoff`.
+enum SlotHandoff {
+    static let workerHolds: UInt8 = 0
+    static let finished: UInt8 = 1
+    static let workerLeft: UInt8 = 2
+}
+
+/// The encoding of `ConcurrentOperation.readiness`: the number of unfinished registered
+/// dependencies in the low bits, plus a cancelled flag and an enqueuing flag. An operation is
+/// pushed to its queue's ready list exactly once per time it becomes runnable, by whoever made it
+/// so: the last dependency to finish (count reaches 0 with no flags), `cancel()` (sets the flag
+/// while dependencies are pending), or the enqueuer (clears the enqueuing flag).
+enum Readiness {
+    static let cancelled = 1 << 62
+    static let enqueuing = 1 << 61
+    static let countMask = enqueuing - 1
+
+    static func isRunnable(_ value: Int) -> Bool {
+        value & enqueuing == 0 && (value & countMask == 0 || value & cancelled != 0)
+    }
+
+    static func becameRunnableByCancelling(_ old: Int) -> Bool {
+        old & cancelled == 0 && old & enqueuing == 0 && old & countMask > 0
+    }
+}

@@ -1,0 +1,174 @@
+/// The process-wide dependency graph of enqueued operations, kept in a topological order so that
+/// a cycle is found when the edge that closes it is registered, at O(1) for the usual edge.
+///
+/// An edge "`dependent` waits for `dependency`" is registered when the dependent is added to a
+/// queue (or when a dependency is added to an operation that is already in one). Only edges
+/// between unfinished operations are kept; an operation's successors are its `dependents` and its
+/// predecessors are its first `processedDependencyCount` dependencies that are unfinished.
+///
+/// Every operation that takes part in an edge has a `graphOrder`, and every registered edge goes
+/// from a lower order to a higher one. A new edge that already respects the order cannot close a
+/// cycle and costs O(1); so does one whose ends are new to the graph, or whose dependency has no
+/// predecessors (it moves below everything), or whose dependent has no successors (it moves
+/// above everything). Otherwise the Pearce–Kelly dynamic topological sort visits only the
+/// operations whose order lies between the two ends: it finds the cycle if there is one, else
+/// it reorders just those operations.
+///
+/// Lock order: `DependencyGraph.lock`, then a queue's lock, then an operation's lock. No code
+/// takes the graph lock while holding another lock.
+enum DependencyGraph {
+    static let lock = Lock()
+    static let unassigned = Int.min
+
+    // protected by `lock`
+    nonisolated(unsafe) private static var nextLow = -1
+    nonisolated(unsafe) private static var nextHigh = 0
+
+    /// Registers the unprocessed dependencies of `operation`, which must already know its queue.
+    /// On a cycle, undoes what this call registered and throws; the caller rolls back the rest.
+    /// The caller holds the `enqueuing` flag, so nothing here can make the operation runnable.
+    static func registerDependencies(of operation: ConcurrentOperation) throws(OperationError) {
+        lock.lock()
+        defer { lock.unlock() }
+        let pending = operation.machine.lock.withLock {
+            operation._dependencies[operation.processedDependencyCount...]
+        }
+        if pending.isEmpty { return }
+        operation.readiness.add(pending.count, ordering: .acquiringAndReleasing)
+        var registered: [ConcurrentOperation] = []
+        var skipped = 0
+        for dependency in pending {
+            if dependency.isFinished {
+                skipped += 1
+                continue
+            }
+            do {
+                try order(dependency, before: operation)
+            } catch {
+                // Every dependency still counted is released here, except those that finished
+                // in the meantime: their finish already released their count.
+                var releasedByFinish = 0
+                for done in registered where !unregister(operation, from: done) { releasedByFinish += 1 }
+                operation.readiness.subtract(pending.count - releasedByFinish, ordering: .acquiringAndReleasing)
+                throw error
+            }
+            let appended = dependency.machine.lock.withLock {
+                if dependency.machine.lifecycle.isFinished { return false }
+                dependency.dependents.append(operation)
+                return true
+            }
+            if appended {
+                registered.append(dependency)
+            } else {
+                skipped += 1
+            }
+        }
+        operation.machine.lock.withLock { operation.processedDependencyCount += pending.count }
+        if skipped > 0 {
+            operation.readiness.subtract(skipped, ordering: .acquiringAndReleasing)
+        }
+    }
+
+    /// Removes `dependent` from the dependents of `dependency`. Returns `true` if it was there (so
+    /// the caller owes the dependent's readiness one decrement).
+    static func unregister(_ dependent: ConcurrentOperation, from dependency: ConcurrentOperation) -> Bool {
+        dependency.machine.lock.withLock {
+            guard let index = dependency.dependents.firstIndex(where: { $0 === dependent }) else { return false }
+            dependency.dependents.remove(at: index)
+            return true
+        }
+    }
+
+    // MARK: Ordering (call with `lock` held)
+
+    /// Makes `graphOrder(dependency) < graphOrder(dependent)`, or throws if `dependency` already
+    /// waits, directly or not, for `dependent`.
+    static func order(_ dependency: ConcurrentOperation, before dependent: ConcurrentOperation) throws(OperationError) {
+        if dependency.graphOrder == unassigned { moveToBottom(dependency) }
+        if dependent.graphOrder == unassigned { moveToTop(dependent) }
+        if dependency.graphOrder < dependent.graphOrder { return }
+        if predecessors(of: dependency).isEmpty {
+            moveToBottom(dependency)
+            return
+        }
+        if successors(of: dependent).isEmpty {
+            moveToTop(dependent)
+            return
+        }
+        try reorder(dependency, before: dependent)
+    }
+
+    private static func moveToBottom(_ operation: ConcurrentOperation) {
+        operation.graphOrder = nextLow
+        nextLow -= 1
+    }
+
+    private static func moveToTop(_ operation: ConcurrentOperation) {
+        operation.graphOrder = nextHigh
+        nextHigh += 1
+    }
+
+    /// Operations that wait for `operation` and have not finished.
+    static func successors(of operation: ConcurrentOperation) -> [ConcurrentOperation] {
+        let dependents = operation.machine.lock.withLock { operation.dependents }
+        return dependents.filter { !$0.isFinished }
+    }
+
+    /// Registered, unfinished dependencies of `operation`.
+    static func predecessors(of operation: ConcurrentOperation) -> [ConcurrentOperation] {
+        let registered = operation.machine.lock.withLock {
+            operation._dependencies.prefix(operation.processedDependencyCount)
+        }
+        return registered.filter { !$0.isFinished }
+    }
+
+    /// Pearce–Kelly: the edge `dependency → dependent` violates the order.
+    private static func reorder(_ dependency: ConcurrentOperation, before dependent: ConcurrentOperation) throws(OperationError) {
+        let upper = dependency.graphOrder
+        let lower = dependent.graphOrder
+
+        // Forward from the dependent, through orders below the dependency's. Reaching the
+        // dependency means it already waits for the dependent: a cycle.
+        var forward: [ConcurrentOperation] = [dependent]
+        var parent: [ObjectIdentifier: ConcurrentOperation] = [:]
+        var seen: Set<ObjectIdentifier> = [ObjectIdentifier(dependent)]
+        var stack: [ConcurrentOperation] = [dependent]
+        while let node = stack.popLast() {
+            for next in successors(of: node) {
+                if next === dependency {
+                    // `dependency` waits for `node`, which waits for its parent, … back to
+                    // `dependent`, which would wait for `dependency`.
+                    var path = [node]
+                    while let previous = parent[ObjectIdentifier(path[path.count - 1])] { path.append(previous) }
+                    throw OperationError(
+                        .dependencyCycle,
+                        operations: ([dependency] + path).map(\.displayName),
+                        "dependency cycle: each operation waits for the one after it, and the last for the first")
+                }
+                if next.graphOrder < upper, seen.insert(ObjectIdentifier(next)).inserted {
+                    parent[ObjectIdentifier(next)] = node
+                    forward.append(next)
+                    stack.append(next)
+                }
+            }
+        }
+
+        // Backward from the dependency, through orders above the dependent's.
+        var backward: [ConcurrentOperation] = [dependency]
+        seen = [ObjectIdentifier(dependency)]
+        stack = [dependency]
+        while let node = stack.popLast() {
+            for previous in predecessors(of: node)
+            where previous.graphOrder > lower && seen.insert(ObjectIdentifier(previous)).inserted {
+                backward.append(previous)
+                stack.append(previous)
+            }
+        }
+
+        // Give the backward set the lowest of the pooled orders, then the forward set.
+        backward.sort { $0.graphOrder < $1.graphOrder }
+        forward.sort { $0.graphOrder < $1.graphOrder }
+        let pool = (backward + forward).map(\.graphOrder).sorted()
+        for (operation, order) in zip(backward + forward, pool) { operation.graphOrder = order }
+    }
+}

@@ -1,0 +1,47 @@
+/// The ready operations of one queue: one intrusive FIFO per priority, linked through
+/// `ConcurrentOperation.readyNext`. Push and pop are O(1). Protected by the queue's lock.
+///
+/// An entry may be stale: an operation that was given a new dependency after it was pushed, or
+/// one that a worker already took. `pop` skips those, so no event ever has to search the list.
+struct ReadyList {
+    private var heads: [ConcurrentOperation?] = Array(repeating: nil, count: 5)
+    private var tails: [ConcurrentOperation?] = Array(repeating: nil, count: 5)
+    /// Entries in the list, stale ones included.
+    private(set) var count = 0
+
+    var isEmpty: Bool { count == 0 }
+
+    /// Appends `operation` at the end of its priority's FIFO, unless it is already listed or a
+    /// worker has already taken it.
+    mutating func push(_ operation: ConcurrentOperation) {
+        if operation.isInReadyList || operation.isDispatched { return }
+        operation.isInReadyList = true
+        let index = operation.queuedPriority.readyIndex
+        if let tail = tails[index] {
+            tail.readyNext = operation
+        } else {
+            heads[index] = operation
+        }
+        tails[index] = operation
+        count += 1
+    }
+
+    /// Removes and returns the first runnable operation of the highest priority, marking it taken.
+    mutating func pop() -> ConcurrentOperation? {
+        for index in 0..<5 {
+            while let operation = heads[index] {
+                heads[index] = operation.readyNext
+                if heads[index] == nil { tails[index] = nil }
+                operation.readyNext = nil
+                operation.isInReadyList = false
+                count -= 1
+                // A dependency added after the push makes the entry stale; the operation is
+                // pushed again when that dependency finishes.
+                guard Readiness.isRunnable(operation.readiness.load(ordering: .acquiring)) else { continue }
+                operation.isDispatched = true
+                return operation
+            }
+        }
+        return nil
+    }
+}

@@ -1,0 +1,15 @@
+import Dispatch
+
+/// Someone waiting for an operation or a queue: a blocked thread or a suspended task.
+/// Resumed exactly once, never while a lock is held.
+enum Waiter: Sendable {
+    case semaphore(DispatchSemaphore)
+    case continuation(CheckedContinuation<Void, Never>)
+
+    func resume() {
+        switch self {
+        case .semaphore(let semaphore): semaphore.signal()
+        case .continuation(let continuation): continuation.resume()
+        }
+    }
+}
