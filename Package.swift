@@ -5,6 +5,7 @@ let package = Package(
     name: "OperationKit",
     products: [
         .library(name: "OperationKit", targets: ["OperationKit"]),
+        .library(name: "OperationKitTestSupport", targets: ["OperationKitTestSupport"]),
     ],
     targets: [
         .target(
@@ -21,9 +22,17 @@ let package = Package(
             dependencies: ["OperationKit"],
             path: "Examples/WrapProcess"
         ),
+        .target(
+            name: "OperationKitTestSupport",
+            dependencies: ["OperationKit"]
+        ),
         .testTarget(
             name: "OperationKitTests",
-            dependencies: ["OperationKit"]
+            dependencies: ["OperationKit", "OperationKitTestSupport"]
+        ),
+        .testTarget(
+            name: "OperationKitStressTests",
+            dependencies: ["OperationKit", "OperationKitTestSupport"]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -275,17 +275,19 @@ open class ConcurrentOperation {
     /// Runs the operation on a queue worker. Returns `true` if the worker keeps its concurrency
     /// slot (the operation finished before `execute()` returned, or did not run at all), `false`
     /// if the slot now belongs to the operation until it finishes.
-    final func runOnWorker(queueQoS: DispatchQoS.QoSClass) -> Bool {
+    final func runOnWorker(of queue: ConcurrentOperationQueue) -> Bool {
         slotHandoff.store(SlotHandoff.workerHolds, ordering: .releasing)
         switch machine.startInline() {
         case .execute:
             let qos = qualityOfService
-            if qos != .unspecified && qos != queueQoS {
+            if qos != .unspecified && qos != queue.qualityOfService {
+                // The work asked for its own quality of service: run it on that global queue.
+                // The slot goes with it until it finishes.
                 slotHandoff.store(SlotHandoff.workerLeft, ordering: .releasing)
-                DispatchQueue.global(qos: qos).async { self.executeOnQueue() }
+                DispatchQueue.global(qos: qos).async { CurrentQueue.with(queue) { self.execute() } }
                 return false
             }
-            executeOnQueue()
+            execute()
         case .finishWithoutExecuting:
             finishAfterStart()
         case .refuse:
@@ -296,9 +298,6 @@ open class ConcurrentOperation {
         return slotHandoff.exchange(SlotHandoff.workerLeft, ordering: .acquiringAndReleasing) == SlotHandoff.finished
     }
 
-    private final func executeOnQueue() {
-        execute()
-    }
 }
 
 // Mutable state is protected by `machine.lock`, by the lock of the queue the operation is in

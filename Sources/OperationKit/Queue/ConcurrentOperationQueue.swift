@@ -403,7 +403,7 @@ public final class ConcurrentOperationQueue {
         CurrentQueue.with(self) {
             var next = lock.withLock { nextOrReleaseSlot() }
             while let operation = next {
-                next = operation.runOnWorker(queueQoS: qualityOfService) ? lock.withLock { nextOrReleaseSlot() } : nil
+                next = operation.runOnWorker(of: self) ? lock.withLock { nextOrReleaseSlot() } : nil
             }
         }
     }
