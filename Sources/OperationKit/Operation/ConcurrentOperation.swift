@@ -50,6 +50,10 @@ open class ConcurrentOperation {
         }
     }
 
+    /// The dispatch queue of every operation's state machine (used only for its blocks, which
+    /// ConcurrentOperation does not set).
+    static let defaultDispatchQueue = DispatchQueue.global()
+
     /// The lifecycle. Its lock also protects the fields below marked `machine.lock`.
     let machine: OperationStateMachine
 
@@ -64,19 +68,28 @@ open class ConcurrentOperation {
     var processedDependencyCount = 0
     /// Enqueued operations waiting for this one to finish; taken when it finishes.
     var dependents: [ConcurrentOperation] = []
-    /// The queue this operation was added to; cleared when it finishes.
-    var queue: ConcurrentOperationQueue?
+    /// The queue this operation was added to; cleared when it finishes. Unretained: a queue keeps
+    /// itself alive while it holds operations (and its caller keeps it alive while adding one).
+    var queueReference: Unmanaged<ConcurrentOperationQueue>?
+    /// The queue this operation was added to, retained for the caller.
+    var queue: ConcurrentOperationQueue? { queueReference?.takeUnretainedValue() }
     /// Threads and tasks waiting for this operation to finish.
     var waiters: [Waiter] = []
 
-    // protected by the lock of `queue`
-    var queueNext: ConcurrentOperation?
-    unowned(unsafe) var queuePrevious: ConcurrentOperation?
-    var readyNext: ConcurrentOperation?
+    // protected by the lock of `queue`. Unretained links: the queue holds one explicit retain
+    // on each of its operations from `insert` until `operationDidFinish`.
+    var queueNext: Unmanaged<ConcurrentOperation>?
+    var queuePrevious: Unmanaged<ConcurrentOperation>?
+    var readyNext: Unmanaged<ConcurrentOperation>?
     var isInReadyList = false
     var isDispatched = false
     /// `queuePriority` as it was when the operation was added to its queue.
     var queuedPriority: QueuePriority = .normal
+    /// `qualityOfService` as it was when the operation was added to its queue. Written under
+    /// `machine.lock` before the queue publishes the operation; read by the worker that runs it.
+    var queuedQualityOfService: DispatchQoS.QoSClass = .unspecified
+    /// Dependents released by a finish on the worker's own thread; only that thread touches it.
+    var deferredReady: [ConcurrentOperation]?
 
     // protected by DependencyGraph.lock
     var graphOrder = DependencyGraph.unassigned
@@ -90,7 +103,7 @@ open class ConcurrentOperation {
     ///
     /// - Parameter name: A name for logs and errors.
     public init(name: String? = nil) {
-        machine = OperationStateMachine(dispatchQueue: .global())
+        machine = OperationStateMachine(dispatchQueue: ConcurrentOperation.defaultDispatchQueue)
         _name = name
     }
 
@@ -137,6 +150,8 @@ open class ConcurrentOperation {
 
     /// `queuePriority`; call with `machine.lock` held.
     var queuePriorityLocked: QueuePriority { _queuePriority }
+    /// `qualityOfService`; call with `machine.lock` held.
+    var qualityOfServiceLocked: DispatchQoS.QoSClass { _qualityOfService }
 
     /// The quality of service of the work. `.unspecified` (the default) runs it at its queue's.
     public var qualityOfService: DispatchQoS.QoSClass {
@@ -221,12 +236,12 @@ open class ConcurrentOperation {
     final func finishAfterStart() -> Bool {
         let outcome = machine.finish {
             let taken = Finished(
-                completion: _completionBlock, dependents: dependents, waiters: waiters, queue: queue,
+                completion: _completionBlock, dependents: dependents, waiters: waiters, queue: queueReference,
                 dependencies: _dependencies)
             _completionBlock = nil
             dependents = []
             waiters = []
-            queue = nil
+            queueReference = nil
             _dependencies = []
             processedDependencyCount = 0
             return taken
@@ -237,17 +252,24 @@ open class ConcurrentOperation {
         var readyInSameQueue: [ConcurrentOperation] = []
         for dependent in finished.dependents where dependent.dependencyDidFinish() {
             if let queue = dependent.queueWhilePending {
-                if queue === finished.queue {
+                if Unmanaged.passUnretained(queue).toOpaque() == finished.queue?.toOpaque() {
                     readyInSameQueue.append(dependent)
                 } else {
                     queue.makeReady([dependent])
                 }
             }
         }
-        if let queue = finished.queue {
+        if finished.queue != nil && WorkerOperation.holds(self) {
+            // Finished on the thread of the worker that runs it: the worker tells the queue once
+            // `execute()` returns, in the critical section where it takes its next operation.
+            deferredReady = readyInSameQueue
+        } else if let queue = finished.queue {
             let releasesSlot = slotHandoff.exchange(SlotHandoff.finished, ordering: .acquiringAndReleasing)
                 == SlotHandoff.workerLeft
-            queue.operationDidFinish(self, releasesSlot: releasesSlot, newlyReady: readyInSameQueue)
+            // The queue is alive: it still counts this operation until this call returns.
+            queue._withUnsafeGuaranteedRef {
+                $0.operationDidFinish(self, releasesSlot: releasesSlot, newlyReady: readyInSameQueue)
+            }
         }
         for waiter in finished.waiters { waiter.resume() }
         withExtendedLifetime(finished.dependencies) {}
@@ -258,7 +280,7 @@ open class ConcurrentOperation {
         var completion: (@Sendable () -> Void)?
         var dependents: [ConcurrentOperation]
         var waiters: [Waiter]
-        var queue: ConcurrentOperationQueue?
+        var queue: Unmanaged<ConcurrentOperationQueue>?
         var dependencies: [ConcurrentOperation]
     }
 
@@ -272,32 +294,48 @@ open class ConcurrentOperation {
 
     // MARK: Running on a queue
 
-    /// Runs the operation on a queue worker. Returns `true` if the worker keeps its concurrency
-    /// slot (the operation finished before `execute()` returned, or did not run at all), `false`
-    /// if the slot now belongs to the operation until it finishes.
-    final func runOnWorker(of queue: ConcurrentOperationQueue) -> Bool {
-        slotHandoff.store(SlotHandoff.workerHolds, ordering: .releasing)
-        switch machine.startInline() {
-        case .execute:
-            let qos = qualityOfService
-            if qos != .unspecified && qos != queue.qualityOfService {
-                // The work asked for its own quality of service: run it on that global queue.
-                // The slot goes with it until it finishes.
-                slotHandoff.store(SlotHandoff.workerLeft, ordering: .releasing)
-                DispatchQueue.global(qos: qos).async { CurrentQueue.with(queue) { self.execute() } }
-                return false
-            }
-            execute()
-        case .finishWithoutExecuting:
-            finishAfterStart()
-        case .refuse:
-            // Started by someone else (a queue refuses `start()` by hand, so this does not happen);
-            // nothing runs and the worker keeps its slot.
-            return true
-        }
-        return slotHandoff.exchange(SlotHandoff.workerLeft, ordering: .acquiringAndReleasing) == SlotHandoff.finished
+    /// What a worker does after running an operation.
+    enum WorkerOutcome {
+        /// The worker keeps its slot and takes the next operation (this one did not run, or it
+        /// finished on another thread before `execute()` returned and told the queue itself).
+        case keepSlot
+        /// It finished on the worker's own thread: the worker tells the queue, releasing these
+        /// dependents, in the same critical section in which it takes the next operation.
+        case finishedOnWorker(newlyReady: [ConcurrentOperation])
+        /// It is still executing: the slot is the operation's until it finishes.
+        case slotHandedOver
     }
 
+    /// Runs the operation on a queue worker.
+    final func runOnWorker(of queue: ConcurrentOperationQueue) -> WorkerOutcome {
+        slotHandoff.store(SlotHandoff.workerHolds, ordering: .releasing)
+        return WorkerOperation.with(self) {
+            switch machine.startInline() {
+            case .execute:
+                let qos = queuedQualityOfService
+                if qos != .unspecified && qos != queue.qualityOfService {
+                    // The work asked for its own quality of service: run it on that global queue.
+                    // The slot goes with it until it finishes.
+                    slotHandoff.store(SlotHandoff.workerLeft, ordering: .releasing)
+                    DispatchQueue.global(qos: qos).async { CurrentQueue.with(queue) { self.execute() } }
+                    return .slotHandedOver
+                }
+                execute()
+            case .finishWithoutExecuting:
+                finishAfterStart()
+            case .refuse:
+                // Started by someone else (a queue refuses `start()` by hand, so this does not
+                // happen); nothing ran and the worker keeps its slot.
+                return .keepSlot
+            }
+            if let deferred = deferredReady {
+                deferredReady = nil
+                return .finishedOnWorker(newlyReady: deferred)
+            }
+            let previous = slotHandoff.exchange(SlotHandoff.workerLeft, ordering: .acquiringAndReleasing)
+            return previous == SlotHandoff.finished ? .keepSlot : .slotHandedOver
+        }
+    }
 }
 
 // Mutable state is protected by `machine.lock`, by the lock of the queue the operation is in

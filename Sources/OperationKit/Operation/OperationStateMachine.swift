@@ -36,15 +36,27 @@ public final class OperationStateMachine {
     /// The dispatch queue on which the execution and cancellation blocks run.
     public let dispatchQueue: DispatchQueue
 
-    /// The machine's one lock (recursive, so that ``withLock(_:)`` may be re-entered).
-    let lock = Lock(recursive: true)
+    /// A public machine's own recursive lock, so that ``withLock(_:)`` may be re-entered; `nil`
+    /// for the machine of a ``ConcurrentOperation``, which uses the striped lock of its address.
+    private let ownLock: Lock?
+
+    /// The machine's one lock.
+    var lock: Lock { ownLock ?? Lock.striped(for: self) }
 
     // protected by `lock`
     var lifecycle = OperationLifecycle()
-    // protected by `lock`; released when the machine finishes
-    private var executionBlock: (@Sendable () -> Void)?
-    private var cancellationBlock: (@Sendable () -> Void)?
-    private var finalizationBlock: (@Sendable () -> Void)?
+    // protected by `lock`; allocated when the first block is set, released when the machine finishes
+    private var blocks: Blocks?
+
+    private final class Blocks {
+        var execution: (@Sendable () -> Void)?
+        var cancellation: (@Sendable () -> Void)?
+        var finalization: (@Sendable () -> Void)?
+    }
+
+    private var executionBlock: (@Sendable () -> Void)? { blocks?.execution }
+    private var cancellationBlock: (@Sendable () -> Void)? { blocks?.cancellation }
+    private var finalizationBlock: (@Sendable () -> Void)? { blocks?.finalization }
 
     /// Creates a state machine for `operation`, running its blocks on `dispatchQueue`.
     ///
@@ -54,12 +66,14 @@ public final class OperationStateMachine {
     public init(operation: AnyObject, dispatchQueue: DispatchQueue) {
         self.operation = operation
         self.dispatchQueue = dispatchQueue
+        ownLock = Lock(recursive: true)
     }
 
-    /// A machine whose owner is driven by OperationKit itself (``ConcurrentOperation``), which
-    /// never lets the machine outlive it and so needs no weak reference.
+    /// The machine of a ``ConcurrentOperation``: it never outlives its owner, so it keeps no
+    /// reference to it, and it takes a striped lock (never re-entered) instead of its own.
     init(dispatchQueue: DispatchQueue) {
         self.dispatchQueue = dispatchQueue
+        ownLock = nil
     }
 
     // MARK: State
@@ -79,7 +93,7 @@ public final class OperationStateMachine {
     ///
     /// - Throws: ``OperationError/Code-swift.struct/alreadyStarted`` once the machine has started.
     public func setExecutionBlock(_ block: @escaping @Sendable () -> Void) throws(OperationError) {
-        try configure { $0.executionBlock = block }
+        try configure { $0.execution = block }
     }
 
     /// Sets the block that runs once, on ``dispatchQueue``, when the machine is cancelled.
@@ -87,7 +101,7 @@ public final class OperationStateMachine {
     ///
     /// - Throws: ``OperationError/Code-swift.struct/alreadyStarted`` once the machine has started.
     public func setCancellationBlock(_ block: @escaping @Sendable () -> Void) throws(OperationError) {
-        try configure { $0.cancellationBlock = block }
+        try configure { $0.cancellation = block }
     }
 
     /// Sets the block that runs just before the machine becomes finished, whether or not it was
@@ -95,13 +109,14 @@ public final class OperationStateMachine {
     ///
     /// - Throws: ``OperationError/Code-swift.struct/alreadyStarted`` once the machine has started.
     public func setFinalizationBlock(_ block: @escaping @Sendable () -> Void) throws(OperationError) {
-        try configure { $0.finalizationBlock = block }
+        try configure { $0.finalization = block }
     }
 
-    private func configure(_ body: (OperationStateMachine) -> Void) throws(OperationError) {
+    private func configure(_ body: (Blocks) -> Void) throws(OperationError) {
         let allowed = lock.withLock {
             guard lifecycle.canConfigure else { return false }
-            body(self)
+            if blocks == nil { blocks = Blocks() }
+            body(blocks!)
             return true
         }
         if !allowed {
@@ -191,11 +206,11 @@ public final class OperationStateMachine {
                 lock.lock()
             }
             lifecycle.finalized()
-            executionBlock = nil
-            cancellationBlock = nil
-            finalizationBlock = nil
+            let released = blocks
+            blocks = nil
             let collected = collect()
             lock.unlock()
+            withExtendedLifetime(released) {}  // the blocks are released here, without the lock
             return .success(collected)
         }
     }

@@ -42,9 +42,12 @@ public final class ConcurrentOperationQueue {
     /// Concurrency slots in use: workers looking for work plus operations executing.
     private var activeSlots = 0
     private var ready = ReadyList()
-    /// All operations in the queue that have not finished, linked through `queueNext`.
-    private var first: ConcurrentOperation?
-    private unowned(unsafe) var last: ConcurrentOperation?
+    /// All operations in the queue that have not finished, linked through `queueNext`. The list
+    /// holds one retain on each (taken in `insert`, given back in `operationDidFinish`), and the
+    /// queue retains itself while the list is not empty, so that operations can refer to it
+    /// without retaining it.
+    private var first: Unmanaged<ConcurrentOperation>?
+    private var last: Unmanaged<ConcurrentOperation>?
     private var count = 0
     private var waiters: [Waiter] = []
     /// The barrier that operations added now must wait for.
@@ -140,14 +143,7 @@ public final class ConcurrentOperationQueue {
     /// The operations in the queue that have not finished, in the order they were added.
     public var operations: [ConcurrentOperation] {
         lock.withLock {
-            var result: [ConcurrentOperation] = []
-            result.reserveCapacity(count)
-            var node = first
-            while let operation = node {
-                result.append(operation)
-                node = operation.queueNext
-            }
-            return result
+            operationsLocked()
         }
     }
 
@@ -212,7 +208,7 @@ public final class ConcurrentOperationQueue {
         let barrierOperation = ClosureOperation(name: "barrier", block)
         let earlier = lock.withLock {
             barrier = barrierOperation
-            return operations_locked()
+            return operationsLocked()
         }
         barrierOperation.machine.lock.withLock { barrierOperation._dependencies = earlier }
         try? addOperation(barrierOperation)
@@ -285,18 +281,20 @@ public final class ConcurrentOperationQueue {
     ) throws(OperationError) -> ConcurrentOperation.QueuePriority {
         typealias Claim = (refusal: OperationError.Code?, priority: ConcurrentOperation.QueuePriority, hasDependencies: Bool)
         let claim = operation.machine.lock.withLock { () -> Claim in
-            if let queue = operation.queue {
-                return (queue === self ? .alreadyEnqueued : .enqueuedInAnotherQueue, .normal, false)
+            if let queue = operation.queueReference {
+                let same = queue.toOpaque() == Unmanaged.passUnretained(self).toOpaque()
+                return (same ? .alreadyEnqueued : .enqueuedInAnotherQueue, .normal, false)
             }
             let lifecycle = operation.machine.lifecycle
             if lifecycle.isFinished { return (.alreadyFinished, .normal, false) }
             if !lifecycle.isReady { return (.alreadyStarted, .normal, false) }
-            operation.queue = self
+            operation.queueReference = Unmanaged.passUnretained(self)
             if let pendingBarrier, pendingBarrier !== operation {
                 operation._dependencies.append(pendingBarrier)
             }
             operation.readiness.store(
                 Readiness.enqueuing | (lifecycle.isCancelled ? Readiness.cancelled : 0), ordering: .releasing)
+            operation.queuedQualityOfService = operation.qualityOfServiceLocked
             return (nil, operation.queuePriorityLocked, !operation._dependencies.isEmpty)
         }
         if let refusal = claim.refusal {
@@ -308,7 +306,7 @@ public final class ConcurrentOperationQueue {
             try DependencyGraph.registerDependencies(of: operation)
         } catch {
             operation.machine.lock.withLock {
-                operation.queue = nil
+                operation.queueReference = nil
                 operation.processedDependencyCount = 0
                 if let pendingBarrier, let index = operation._dependencies.lastIndex(where: { $0 === pendingBarrier }) {
                     operation._dependencies.remove(at: index)
@@ -326,12 +324,14 @@ public final class ConcurrentOperationQueue {
     ) {
         if operations.isEmpty { return }
         let spawn = lock.withLock {
+            if count == 0 { _ = Unmanaged.passUnretained(self).retain() }
             for (operation, priority) in operations {
                 operation.queuedPriority = priority
+                let entry = Unmanaged.passRetained(operation)
                 operation.queueNext = nil
                 operation.queuePrevious = last
-                if let last { last.queueNext = operation } else { first = operation }
-                last = operation
+                if let last { last._withUnsafeGuaranteedRef { $0.queueNext = entry } } else { first = entry }
+                last = entry
                 count += 1
                 let value = operation.readiness.bitwiseAnd(~Readiness.enqueuing, ordering: .acquiringAndReleasing)
                 if Readiness.isRunnable(value.newValue) { ready.push(operation) }
@@ -359,26 +359,50 @@ public final class ConcurrentOperationQueue {
         }
     }
 
-    /// `operation` finished: unlink it, return its slot if it held one, queue the dependents it
-    /// released, and wake waiters if the queue is now empty.
+    /// `operation` finished on some thread: unlink it, return its slot if it held one, queue the
+    /// dependents it released, and wake waiters if the queue is now empty.
     func operationDidFinish(_ operation: ConcurrentOperation, releasesSlot: Bool, newlyReady: [ConcurrentOperation]) {
-        let (spawn, emptied): (Int, [Waiter]) = lock.withLock {
-            if let next = operation.queueNext { next.queuePrevious = operation.queuePrevious } else { last = operation.queuePrevious }
-            if let previous = operation.queuePrevious { previous.queueNext = operation.queueNext } else { first = operation.queueNext }
-            operation.queueNext = nil
-            operation.queuePrevious = nil
-            count -= 1
-            if releasesSlot { activeSlots -= 1 }
-            if barrier === operation { barrier = nil }
-            for dependent in newlyReady { ready.push(dependent) }
-            // A worker that still holds its slot for this operation will take one entry itself.
-            let spawn = reserveWorkers(returningWorkers: releasesSlot ? 0 : 1)
-            guard count == 0, !waiters.isEmpty else { return (spawn, []) }
-            defer { waiters = [] }
-            return (spawn, waiters)
+        // A worker that still holds its slot for this operation will take one entry itself.
+        let effects = lock.withLock {
+            removeLocked(operation, releasesSlot: releasesSlot, newlyReady: newlyReady, returningWorkers: releasesSlot ? 0 : 1)
         }
-        startWorkers(spawn)
-        for waiter in emptied { waiter.resume() }
+        apply(effects, finished: operation)
+    }
+
+    /// What is left to do, without the lock, after an operation left the queue.
+    private struct RemovalEffects {
+        var spawn: Int
+        var waiters: [Waiter]
+        var emptied: Bool
+    }
+
+    /// Under `lock`: unlinks a finished operation and queues the dependents it released.
+    private func removeLocked(
+        _ operation: ConcurrentOperation, releasesSlot: Bool, newlyReady: [ConcurrentOperation], returningWorkers: Int
+    ) -> RemovalEffects {
+        let next = operation.queueNext
+        let previous = operation.queuePrevious
+        if let next { next._withUnsafeGuaranteedRef { $0.queuePrevious = previous } } else { last = previous }
+        if let previous { previous._withUnsafeGuaranteedRef { $0.queueNext = next } } else { first = next }
+        operation.queueNext = nil
+        operation.queuePrevious = nil
+        count -= 1
+        if releasesSlot { activeSlots -= 1 }
+        if barrier === operation { barrier = nil }
+        for dependent in newlyReady { ready.push(dependent) }
+        let spawn = reserveWorkers(returningWorkers: returningWorkers)
+        guard count == 0 else { return RemovalEffects(spawn: spawn, waiters: [], emptied: false) }
+        defer { waiters = [] }
+        return RemovalEffects(spawn: spawn, waiters: waiters, emptied: true)
+    }
+
+    private func apply(_ effects: RemovalEffects, finished operation: ConcurrentOperation) {
+        // The list's retain on the operation (the caller still holds it), …
+        Unmanaged.passUnretained(operation).release()
+        startWorkers(effects.spawn)
+        for waiter in effects.waiters { waiter.resume() }
+        // … and, last of all, the queue's retain on itself.
+        if effects.emptied { Unmanaged.passUnretained(self).release() }
     }
 
     /// Under `lock`: claims slots for new workers, one per ready entry not already covered by a
@@ -403,7 +427,19 @@ public final class ConcurrentOperationQueue {
         CurrentQueue.with(self) {
             var next = lock.withLock { nextOrReleaseSlot() }
             while let operation = next {
-                next = operation.runOnWorker(of: self) ? lock.withLock { nextOrReleaseSlot() } : nil
+                switch operation.runOnWorker(of: self) {
+                case .keepSlot:
+                    next = lock.withLock { nextOrReleaseSlot() }
+                case .finishedOnWorker(let newlyReady):
+                    let effects: RemovalEffects
+                    (effects, next) = lock.withLock {
+                        let effects = removeLocked(operation, releasesSlot: false, newlyReady: newlyReady, returningWorkers: 1)
+                        return (effects, nextOrReleaseSlot())
+                    }
+                    apply(effects, finished: operation)
+                case .slotHandedOver:
+                    next = nil
+                }
             }
         }
     }
@@ -418,10 +454,12 @@ public final class ConcurrentOperationQueue {
     }
 
     /// Under `lock`: the unfinished operations.
-    private func operations_locked() -> [ConcurrentOperation] {
+    private func operationsLocked() -> [ConcurrentOperation] {
         var result: [ConcurrentOperation] = []
+        result.reserveCapacity(count)
         var node = first
-        while let operation = node {
+        while let entry = node {
+            let operation = entry.takeUnretainedValue()
             result.append(operation)
             node = operation.queueNext
         }

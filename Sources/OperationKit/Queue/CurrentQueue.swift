@@ -6,26 +6,38 @@
 import Darwin
 #endif
 
-/// A thread-local pointer to the queue whose worker is running on this thread. It is not
-/// retained: the worker's dispatched block keeps the queue alive while it is set.
-enum CurrentQueue {
-    private static let key: pthread_key_t = {
+/// A thread-local, unretained object pointer.
+struct ThreadLocalReference<Object: AnyObject>: @unchecked Sendable {  // the key is immutable
+    private let key: pthread_key_t
+
+    init() {
         var key = pthread_key_t()
         let result = pthread_key_create(&key, nil)
         precondition(result == 0, "pthread_key_create failed with \(result)")
-        return key
-    }()
-
-    static var value: ConcurrentOperationQueue? {
-        guard let raw = pthread_getspecific(key) else { return nil }
-        return Unmanaged<ConcurrentOperationQueue>.fromOpaque(raw).takeUnretainedValue()
+        self.key = key
     }
 
-    /// Runs `body` with `queue` as the current queue of this thread.
-    static func with<Result>(_ queue: ConcurrentOperationQueue, _ body: () -> Result) -> Result {
+    var value: Object? {
+        guard let raw = pthread_getspecific(key) else { return nil }
+        return Unmanaged<Object>.fromOpaque(raw).takeUnretainedValue()
+    }
+
+    /// Whether `object` is the value on this thread, without retaining anything.
+    func holds(_ object: Object) -> Bool {
+        pthread_getspecific(key) == UnsafeRawPointer(Unmanaged.passUnretained(object).toOpaque())
+    }
+
+    /// Runs `body` with `object` as this thread's value; the caller keeps `object` alive.
+    func with<Result>(_ object: Object, _ body: () -> Result) -> Result {
         let previous = pthread_getspecific(key)
-        pthread_setspecific(key, Unmanaged.passUnretained(queue).toOpaque())
+        pthread_setspecific(key, Unmanaged.passUnretained(object).toOpaque())
         defer { pthread_setspecific(key, previous) }
         return body()
     }
 }
+
+/// The queue whose worker is running on this thread (set for the worker's whole loop).
+let CurrentQueue = ThreadLocalReference<ConcurrentOperationQueue>()
+
+/// The operation a queue worker is running on this thread (set while it starts and executes).
+let WorkerOperation = ThreadLocalReference<ConcurrentOperation>()

@@ -4,8 +4,9 @@
 /// An entry may be stale: an operation that was given a new dependency after it was pushed, or
 /// one that a worker already took. `pop` skips those, so no event ever has to search the list.
 struct ReadyList {
-    private var heads: [ConcurrentOperation?] = Array(repeating: nil, count: 5)
-    private var tails: [ConcurrentOperation?] = Array(repeating: nil, count: 5)
+    // Unretained: every listed operation is also in its queue's operation list, which retains it.
+    private var heads: [Unmanaged<ConcurrentOperation>?] = Array(repeating: nil, count: 5)
+    private var tails: [Unmanaged<ConcurrentOperation>?] = Array(repeating: nil, count: 5)
     /// Entries in the list, stale ones included.
     private(set) var count = 0
 
@@ -17,19 +18,21 @@ struct ReadyList {
         if operation.isInReadyList || operation.isDispatched { return }
         operation.isInReadyList = true
         let index = operation.queuedPriority.readyIndex
+        let entry = Unmanaged.passUnretained(operation)
         if let tail = tails[index] {
-            tail.readyNext = operation
+            tail._withUnsafeGuaranteedRef { $0.readyNext = entry }
         } else {
-            heads[index] = operation
+            heads[index] = entry
         }
-        tails[index] = operation
+        tails[index] = entry
         count += 1
     }
 
     /// Removes and returns the first runnable operation of the highest priority, marking it taken.
     mutating func pop() -> ConcurrentOperation? {
         for index in 0..<5 {
-            while let operation = heads[index] {
+            while let entry = heads[index] {
+                let operation = entry.takeUnretainedValue()
                 heads[index] = operation.readyNext
                 if heads[index] == nil { tails[index] = nil }
                 operation.readyNext = nil

@@ -8,49 +8,45 @@ import Darwin
 
 /// The one lock type of OperationKit: a `pthread_mutex_t` that lives at a fixed heap address.
 ///
-/// The mutex is the tail element of a `ManagedBuffer`, so its address never changes and is never
+/// The mutex is an element of a `ManagedBuffer`, so its address never changes and is never
 /// produced by `&` on a stored property (which Swift does not promise to be stable). We do not use
 /// `Synchronization.Mutex`: with Swift 6.3.1 on Linux the thread sanitizer reports its `withLock`
 /// from two threads as a data race, which would hide real races. See Documentation/Architecture.md.
-final class LockStorage: ManagedBuffer<Void, pthread_mutex_t> {
-    static func make(recursive: Bool) -> LockStorage {
-        let buffer = LockStorage.create(minimumCapacity: 1) { _ in () }
-        let storage = unsafeDowncast(buffer, to: LockStorage.self)
-        storage.withUnsafeMutablePointerToElements { mutex in
-            var attributes = pthread_mutexattr_t()
-            pthread_mutexattr_init(&attributes)
-            if recursive {
-                pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_RECURSIVE))
-            }
-            let result = pthread_mutex_init(mutex, &attributes)
-            pthread_mutexattr_destroy(&attributes)
-            precondition(result == 0, "pthread_mutex_init failed with \(result)")
-        }
-        return storage
-    }
-
-    deinit {
-        _ = withUnsafeMutablePointerToElements { pthread_mutex_destroy($0) }
-    }
-}
-
-/// A value-type handle on a ``LockStorage``. Copies share the same mutex.
+///
+/// A lock either owns its mutex (``init(recursive:)``) or borrows one of ``LockStripes`` — the
+/// lock of every ``ConcurrentOperation``, which saves an allocation per operation.
 struct Lock: @unchecked Sendable {  // the mutex itself is the synchronisation
-    private let storage: LockStorage
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    /// Keeps an owned mutex alive; `nil` for a striped lock, whose mutex lives forever.
+    private let storage: LockStorage?
 
-    /// Creates a lock. A recursive lock may be taken again by the thread that holds it.
+    /// Creates a lock with a mutex of its own. A recursive lock may be re-taken by its holder.
     init(recursive: Bool = false) {
-        storage = LockStorage.make(recursive: recursive)
+        let storage = LockStorage.make(count: 1, recursive: recursive)
+        self.storage = storage
+        mutex = storage.withUnsafeMutablePointerToElements { UnsafeMutableRawPointer($0).assumingMemoryBound(to: pthread_mutex_t.self) }
+    }
+
+    private init(borrowing mutex: UnsafeMutablePointer<pthread_mutex_t>) {
+        self.mutex = mutex
+        storage = nil
+    }
+
+    /// The striped lock for `object`: one of a fixed set of mutexes, chosen by its address.
+    /// Code holding a striped lock must never take another striped lock (two objects may share
+    /// one), so such a lock is not recursive and guards only short, non-nesting sections.
+    static func striped(for object: AnyObject) -> Lock {
+        Lock(borrowing: LockStripes.mutex(for: object))
     }
 
     @inline(__always)
     func lock() {
-        storage.withUnsafeMutablePointerToElements { _ = pthread_mutex_lock($0) }
+        pthread_mutex_lock(mutex)
     }
 
     @inline(__always)
     func unlock() {
-        storage.withUnsafeMutablePointerToElements { _ = pthread_mutex_unlock($0) }
+        pthread_mutex_unlock(mutex)
     }
 
     /// Runs `body` with the lock held and returns its result.
@@ -59,5 +55,64 @@ struct Lock: @unchecked Sendable {  // the mutex itself is the synchronisation
         lock()
         defer { unlock() }
         return try body()
+    }
+}
+
+/// A mutex padded to a cache line, so that neighbouring stripes do not share one.
+struct PaddedMutex {
+    var mutex = pthread_mutex_t()
+    var padding: (Int, Int, Int) = (0, 0, 0)
+}
+
+/// Mutexes at fixed addresses, each padded to its own cache line.
+final class LockStorage: ManagedBuffer<Void, PaddedMutex> {
+    static func make(count: Int, recursive: Bool) -> LockStorage {
+        let buffer = LockStorage.create(minimumCapacity: count) { _ in () }
+        let storage = unsafeDowncast(buffer, to: LockStorage.self)
+        storage.withUnsafeMutablePointerToElements { elements in
+            var attributes = pthread_mutexattr_t()
+            pthread_mutexattr_init(&attributes)
+            if recursive {
+                pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_RECURSIVE))
+            } else {
+                #if canImport(Glibc)
+                // Spin briefly before sleeping: every critical section here is a few dozen
+                // instructions, so a waiter usually gets the lock without a futex round trip.
+                pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ADAPTIVE_NP))
+                #endif
+            }
+            for index in 0..<count {
+                (elements + index).initialize(to: PaddedMutex())
+                let mutex = UnsafeMutableRawPointer(elements + index).assumingMemoryBound(to: pthread_mutex_t.self)
+                let result = pthread_mutex_init(mutex, &attributes)
+                precondition(result == 0, "pthread_mutex_init failed with \(result)")
+            }
+            pthread_mutexattr_destroy(&attributes)
+        }
+        return storage
+    }
+
+    deinit {
+        // Only owned (single) locks are ever released; the stripes live for the process.
+        withUnsafeMutablePointerToElements { elements in
+            let mutex = UnsafeMutableRawPointer(elements).assumingMemoryBound(to: pthread_mutex_t.self)
+            pthread_mutex_destroy(mutex)
+        }
+    }
+}
+
+/// The striped locks shared by all operations: 1,024 non-recursive mutexes.
+enum LockStripes {
+    static let count = 1024
+    // The buffer is never released, and its mutexes are the synchronisation.
+    nonisolated(unsafe) private static let base: UnsafeMutablePointer<PaddedMutex> = {
+        let storage = LockStorage.make(count: count, recursive: false)
+        return Unmanaged.passRetained(storage).takeUnretainedValue().withUnsafeMutablePointerToElements { $0 }
+    }()
+
+    static func mutex(for object: AnyObject) -> UnsafeMutablePointer<pthread_mutex_t> {
+        let address = UInt(bitPattern: ObjectIdentifier(object).hashValue)
+        let index = Int((address >> 4) & UInt(count - 1))
+        return UnsafeMutableRawPointer(base + index).assumingMemoryBound(to: pthread_mutex_t.self)
     }
 }
