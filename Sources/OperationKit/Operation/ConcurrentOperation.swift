@@ -59,8 +59,6 @@ open class ConcurrentOperation {
 
     // protected by machine.lock
     private var _name: String?
-    private var _queuePriority: QueuePriority = .normal
-    private var _qualityOfService: DispatchQoS.QoSClass = .unspecified
     private var _completionBlock: (@Sendable () -> Void)?
     /// Direct dependencies as the user gave them. The first `processedDependencyCount` have been
     /// registered with the dependency graph (they were unfinished then) or were already finished.
@@ -81,13 +79,7 @@ open class ConcurrentOperation {
     var queueNext: Unmanaged<ConcurrentOperation>?
     var queuePrevious: Unmanaged<ConcurrentOperation>?
     var readyNext: Unmanaged<ConcurrentOperation>?
-    var isInReadyList = false
-    var isDispatched = false
-    /// `queuePriority` as it was when the operation was added to its queue.
-    var queuedPriority: QueuePriority = .normal
-    /// `qualityOfService` as it was when the operation was added to its queue. Written under
-    /// `machine.lock` before the queue publishes the operation; read by the worker that runs it.
-    var queuedQualityOfService: DispatchQoS.QoSClass = .unspecified
+
     /// Dependents released by a finish on the worker's own thread; only that thread touches it.
     var deferredReady: [ConcurrentOperation]?
 
@@ -96,8 +88,22 @@ open class ConcurrentOperation {
 
     /// Unfinished registered dependencies plus the `Readiness` flags; see `Readiness`.
     let readiness = Atomic<Int>(0)
+
+    // protected by the lock of `queue`
+    var isInReadyList = false
+    var isDispatched = false
+    /// `queuePriority` as it was when the operation was added to its queue.
+    var queuedPriority: QueuePriority = .normal
+    /// `qualityOfService` as it was when the operation was added to its queue. Written under
+    /// `machine.lock` before the queue publishes the operation; read by the worker that runs it.
+    var queuedQualityOfService: DispatchQoS.QoSClass = .unspecified
+
     /// Hands the worker's concurrency slot over between the worker and `finish()`.
     let slotHandoff = Atomic<UInt8>(SlotHandoff.workerHolds)
+
+    // protected by machine.lock (kept with the other one-byte fields to save padding)
+    private var _queuePriority: QueuePriority = .normal
+    private var _qualityOfService: DispatchQoS.QoSClass = .unspecified
 
     /// Creates an operation. Subclasses override ``execute()``.
     ///

@@ -38,10 +38,10 @@ public final class OperationStateMachine {
 
     /// A public machine's own recursive lock, so that ``withLock(_:)`` may be re-entered; `nil`
     /// for the machine of a ``ConcurrentOperation``, which uses the striped lock of its address.
-    private let ownLock: Lock?
+    private let ownLock: LockStorage?
 
     /// The machine's one lock.
-    var lock: Lock { ownLock ?? Lock.striped(for: self) }
+    var lock: Lock { ownLock.map(Lock.init(owning:)) ?? Lock.striped(for: self) }
 
     // protected by `lock`
     var lifecycle = OperationLifecycle()
@@ -66,7 +66,7 @@ public final class OperationStateMachine {
     public init(operation: AnyObject, dispatchQueue: DispatchQueue) {
         self.operation = operation
         self.dispatchQueue = dispatchQueue
-        ownLock = Lock(recursive: true)
+        ownLock = LockStorage.make(count: 1, recursive: true)
     }
 
     /// The machine of a ``ConcurrentOperation``: it never outlives its owner, so it keeps no

@@ -22,7 +22,11 @@ struct Lock: @unchecked Sendable {  // the mutex itself is the synchronisation
 
     /// Creates a lock with a mutex of its own. A recursive lock may be re-taken by its holder.
     init(recursive: Bool = false) {
-        let storage = LockStorage.make(count: 1, recursive: recursive)
+        self.init(owning: LockStorage.make(count: 1, recursive: recursive))
+    }
+
+    /// A lock on the first mutex of `storage`.
+    init(owning storage: LockStorage) {
         self.storage = storage
         mutex = storage.withUnsafeMutablePointerToElements { UnsafeMutableRawPointer($0).assumingMemoryBound(to: pthread_mutex_t.self) }
     }
