@@ -36,6 +36,38 @@ func heapBytesPerPendingUnit<C: Contender>(_: C.Type, count: Int) -> Double? {
 
 // MARK: - Peak resident set (one child process per measurement)
 
+/// The memory section of the report, for `count` operations pending in a suspended queue.
+func memoryReport(count: Int, quick: Bool) -> [String] {
+    func heapCell<C: Contender>(_: C.Type) -> String {
+        let samples = (0..<3).compactMap { _ in heapBytesPerPendingUnit(C.self, count: count) }
+        return samples.isEmpty ? "n/a" : format(median(samples), decimals: 1)
+    }
+    // Peak RSS barely varies between runs; three children per mode in full mode, one in quick mode.
+    let repeats = quick ? 1 : 3
+    func peakKiB(_ mode: PeakMode) -> Double {
+        median((0..<repeats).map { _ in Double(measurePeakInChild(mode, quick: quick)) })
+    }
+    let idle = peakKiB(.idle)
+    func peakCell(_ mode: PeakMode) -> String {
+        format((peakKiB(mode) - idle) * 1024 / Double(count), decimals: 1)
+    }
+    return [
+        "## Memory per pending operation (\(count) operations in a suspended queue)",
+        "",
+        "| contender | heap bytes/op (mallinfo2) | peak RSS bytes/op (VmHWM - idle) |",
+        "|---|---:|---:|",
+        "| OperationKit | \(heapCell(OperationKitContender.self)) | \(peakCell(.operationKit)) |",
+        "| Foundation | \(heapCell(FoundationContender.self)) | \(peakCell(.foundation)) |",
+        "| Dispatch (DispatchWorkItem, for reference) | \(heapCell(DispatchContender.self)) | - |",
+        "",
+        "Heap: growth of mallinfo2 uordblks + hblkhd from before creating the operations to after adding them;",
+        "the caller's array is reserved beforehand and not counted. Peak RSS: VmHWM of a child process running",
+        "only S1 (suspended, added, resumed, drained) minus an idle child holding an equally large array",
+        "(idle VmHWM \(Int(idle)) KiB). Target for OperationKit: <= 250 peak bytes per pending operation.",
+    ]
+}
+
+
 /// What a `--peak-rss` child process does before it reports its peak resident set.
 enum PeakMode: String, CaseIterable {
     case idle

@@ -41,6 +41,10 @@ func machineDescription() -> [String] {
     if let swift = commandOutput(["swift", "--version"])?.split(separator: "\n").first {
         lines.append("- toolchain: \(swift)")
     }
+    if let loadavg = try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8) {
+        let recent = loadavg.split(separator: " ").prefix(3).joined(separator: " ")
+        lines.append("- load average at start: \(recent) (other work on the machine skews the timings)")
+    }
     #if DEBUG
     lines.append("- build: DEBUG (numbers are meaningless; use -c release)")
     #else

@@ -75,11 +75,6 @@ final class Probe: Sendable {
         }
     }
 
-    /// The number of executions counted so far.
-    var count: Int {
-        executed.load(ordering: .acquiring)
-    }
-
     func recordViolation() {
         violations.wrappingAdd(1, ordering: .relaxed)
     }

@@ -14,24 +14,60 @@ struct Plan {
     let runs: Int
 }
 
-/// Runs `scenario` on `contender` per `plan`, prints the samples and returns their median in ms.
-func measure<C: Contender>(_ scenario: Scenario, on contender: C.Type, sizes: Sizes, plan: Plan) -> Double {
-    if plan.warmUp {
-        _ = scenario.run(on: C.self, sizes: sizes)
-    }
-    let samples = (0..<plan.runs).map { _ in scenario.run(on: C.self, sizes: sizes) }
+/// Prints one contender's samples and returns their median in ms.
+func summarize(_ name: String, _ samples: [Double], plan: Plan) -> Double {
     let result = median(samples)
     let spread = "min \(format(samples.min() ?? 0)), max \(format(samples.max() ?? 0))"
-    let name = C.name.padding(toLength: 13, withPad: " ", startingAt: 0)
+    let paddedName = name.padding(toLength: 13, withPad: " ", startingAt: 0)
     let warmUpNote = plan.warmUp ? "" : ", no warm-up"
-    report("  \(name) median \(format(result)) ms  (\(plan.runs) runs\(warmUpNote); \(spread))")
+    report("  \(paddedName) median \(format(result)) ms  (\(plan.runs) runs\(warmUpNote); \(spread))")
     return result
 }
 
-/// Median of `runs` chains of `length` on OperationKit, after one warm-up.
-func chainMedian(length: Int, runs: Int) -> Double {
+/// Runs `scenario` on all three contenders and returns the medians.
+///
+/// The contenders take turns run by run, so a burst of load from elsewhere on the machine hits all of them
+/// alike instead of skewing whichever happened to run during it.
+func measure(_ scenario: Scenario, sizes: Sizes, foundationPlan: Plan) -> ResultRow {
+    let plan = Plan(warmUp: true, runs: sizes.runs)
+    _ = scenario.run(on: OperationKitContender.self, sizes: sizes)
+    if foundationPlan.warmUp {
+        _ = scenario.run(on: FoundationContender.self, sizes: sizes)
+    }
+    _ = scenario.run(on: DispatchContender.self, sizes: sizes)
+    var operationKit: [Double] = []
+    var foundation: [Double] = []
+    var dispatch: [Double] = []
+    for round in 0..<max(plan.runs, foundationPlan.runs) {
+        if round < plan.runs {
+            operationKit.append(scenario.run(on: OperationKitContender.self, sizes: sizes))
+        }
+        if round < foundationPlan.runs {
+            foundation.append(scenario.run(on: FoundationContender.self, sizes: sizes))
+        }
+        if round < plan.runs {
+            dispatch.append(scenario.run(on: DispatchContender.self, sizes: sizes))
+        }
+    }
+    return ResultRow(
+        title: scenario.title(sizes),
+        operationKit: summarize(OperationKitContender.name, operationKit, plan: plan),
+        foundation: summarize(FoundationContender.name, foundation, plan: foundationPlan),
+        dispatch: summarize(DispatchContender.name, dispatch, plan: plan)
+    )
+}
+
+/// OperationKit's chain at `length` and at twice that, alternating, after one warm-up each: the two medians.
+func chainScaling(length: Int, runs: Int) -> (single: Double, double: Double) {
     _ = runChain(OperationKitContender.self, length: length)
-    return median((0..<runs).map { _ in runChain(OperationKitContender.self, length: length) })
+    _ = runChain(OperationKitContender.self, length: 2 * length)
+    var single: [Double] = []
+    var double: [Double] = []
+    for _ in 0..<runs {
+        single.append(runChain(OperationKitContender.self, length: length))
+        double.append(runChain(OperationKitContender.self, length: 2 * length))
+    }
+    return (median(single), median(double))
 }
 
 let arguments = Array(CommandLine.arguments.dropFirst())
@@ -54,62 +90,38 @@ report()
 machineDescription().forEach { report($0) }
 report()
 
-// Foundation's chain is quadratic on Linux (seconds per full-size run), so it gets fewer runs in full mode.
-let standardPlan = Plan(warmUp: true, runs: sizes.runs)
-let foundationChainPlan = sizes.quick ? standardPlan : Plan(warmUp: false, runs: 3)
+// Foundation's chain and layered graph are quadratic on Linux (over ten seconds per full-size run), so in
+// full mode they get three runs and no warm-up.
+let slowFoundation: Set<Scenario> = [.chain, .layers]
+let reducedPlan = Plan(warmUp: false, runs: 3)
 
 var rows: [ResultRow] = []
 for scenario in Scenario.allCases {
     report("## \(scenario.title(sizes))")
-    let operationKit = measure(scenario, on: OperationKitContender.self, sizes: sizes, plan: standardPlan)
-    let foundationPlan = scenario == .chain ? foundationChainPlan : standardPlan
-    let foundation = measure(scenario, on: FoundationContender.self, sizes: sizes, plan: foundationPlan)
-    let dispatch = measure(scenario, on: DispatchContender.self, sizes: sizes, plan: standardPlan)
-    rows.append(ResultRow(title: scenario.title(sizes), operationKit: operationKit, foundation: foundation,
-                          dispatch: dispatch))
+    let reduced = !sizes.quick && slowFoundation.contains(scenario)
+    let foundationPlan = reduced ? reducedPlan : Plan(warmUp: true, runs: sizes.runs)
+    rows.append(measure(scenario, sizes: sizes, foundationPlan: foundationPlan))
 }
 report()
 
 // Linear scaling: doubling the chain should roughly double OperationKit's time.
 let chainLength = sizes.chain
-let shortChain = chainMedian(length: chainLength, runs: sizes.runs)
-let longChain = chainMedian(length: 2 * chainLength, runs: sizes.runs)
+let (shortChain, longChain) = chainScaling(length: chainLength, runs: sizes.runs)
 let scaling = longChain / shortChain
 
 report("## Results (median wall time: build graph + add + wait)")
 report()
 markdownTable(rows).forEach { report($0) }
 report()
-if foundationChainPlan.warmUp == false {
-    report("Foundation's S2 ran \(foundationChainPlan.runs) times without warm-up (quadratic on Linux).")
+if !sizes.quick {
+    let names = slowFoundation.map { $0.title(sizes).prefix(2) }.sorted().joined(separator: " and ")
+    report("Foundation's \(names) ran \(reducedPlan.runs) times without warm-up (quadratic on Linux).")
 }
 report("Linear scaling, OperationKit S2(\(2 * chainLength)) / S2(\(chainLength)): "
     + "\(format(longChain)) ms / \(format(shortChain)) ms = \(format(scaling)) (target <= 2.2)")
 report()
 
 // Memory: heap growth while S1's operations are pending in a suspended queue, and the peak resident set.
-let count = sizes.independent
-report("## Memory per pending operation (\(count) operations in a suspended queue)")
-report()
-report("| contender | heap bytes/op (mallinfo2) | peak RSS bytes/op (VmHWM - idle) |")
-report("|---|---:|---:|")
-let peakRepeats = sizes.quick ? 1 : 3
-let idlePeak = median((0..<peakRepeats).map { _ in Double(measurePeakInChild(.idle, quick: sizes.quick)) })
-func heapCell<C: Contender>(_: C.Type) -> String {
-    let samples = (0..<3).compactMap { _ in heapBytesPerPendingUnit(C.self, count: count) }
-    return samples.isEmpty ? "n/a" : format(median(samples), decimals: 1)
-}
-func peakCell(_ mode: PeakMode) -> String {
-    let peak = median((0..<peakRepeats).map { _ in Double(measurePeakInChild(mode, quick: sizes.quick)) })
-    return format((peak - idlePeak) * 1024 / Double(count), decimals: 1)
-}
-report("| OperationKit | \(heapCell(OperationKitContender.self)) | \(peakCell(.operationKit)) |")
-report("| Foundation | \(heapCell(FoundationContender.self)) | \(peakCell(.foundation)) |")
-report("| Dispatch (DispatchWorkItem, reference) | \(heapCell(DispatchContender.self)) | - |")
-report()
-report("Heap: growth of mallinfo2 uordblks + hblkhd from before creating the operations to after adding them;")
-report("the caller's array is reserved beforehand and not counted. Peak RSS: VmHWM of a child process running")
-report("only S1 (suspended, added, resumed, drained) minus an idle child holding an equally large array;")
-report("idle VmHWM \(Int(idlePeak)) KiB. Target for OperationKit: <= 250 peak bytes per pending operation.")
+memoryReport(count: sizes.independent, quick: sizes.quick).forEach { report($0) }
 report()
 report("Total benchmark time: \(format(milliseconds(wallClock.duration(to: .now)) / 1_000, decimals: 1)) s")
