@@ -20,6 +20,10 @@ protocol Contender {
     /// Makes `node` wait for `dependency`. Only called before `run(_:)`.
     func addDependency(_ node: Node, on dependency: Node)
 
+    /// Makes `node` wait for every one of `dependencies`, with the contender's bulk API if it has
+    /// one (OperationKit's `addDependencies(_:)`); by default one `addDependency` per edge.
+    func addDependencies(_ node: Node, on dependencies: [Node])
+
     /// Hands a fully wired graph to the scheduler and returns once every node has finished.
     func run(_ nodes: [Node])
 
@@ -94,6 +98,12 @@ extension QueueContender {
     }
 }
 
+extension Contender {
+    func addDependencies(_ node: Node, on dependencies: [Node]) {
+        for dependency in dependencies { addDependency(node, on: dependency) }
+    }
+}
+
 /// OperationKit: `ClosureOperation` on a `ConcurrentOperationQueue` with the default concurrency.
 struct OperationKitContender: QueueContender {
     static let name = "OperationKit"
@@ -109,6 +119,14 @@ struct OperationKitContender: QueueContender {
             try node.addDependency(dependency)
         } catch {
             fail("OperationKit refused a dependency: \(error)")
+        }
+    }
+
+    func addDependencies(_ node: ConcurrentOperation, on dependencies: [ConcurrentOperation]) {
+        do {
+            try node.addDependencies(dependencies)
+        } catch {
+            fail("OperationKit refused dependencies: \(error)")
         }
     }
 

@@ -201,10 +201,9 @@ func runLayers<C: Contender>(_: C.Type, layers: Int, width: Int) -> Double {
         }
     }
     for layer in 1..<layers {
+        let previous = Array(nodes[((layer - 1) * width)..<(layer * width)])
         for node in (layer * width)..<((layer + 1) * width) {
-            for dependency in ((layer - 1) * width)..<(layer * width) {
-                contender.addDependency(nodes[node], on: nodes[dependency])
-            }
+            contender.addDependencies(nodes[node], on: previous)
         }
     }
     contender.run(nodes)

@@ -56,7 +56,7 @@ public final class ClosureOperation: ConcurrentOperation, @unchecked Sendable {
         switch body {
         case .synchronous(let block):
             block()
-            finish()
+            finishAfterStart(asLastStep: true)
         case .asynchronous(let block):
             block(self)
         case nil:

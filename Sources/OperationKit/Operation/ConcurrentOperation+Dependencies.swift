@@ -31,6 +31,30 @@ extension ConcurrentOperation {
         }
     }
 
+    /// Makes this operation wait for each of `operations`: the same as calling
+    /// ``addDependency(_:)`` for each, in one step (one lock instead of one per edge) when this
+    /// operation is not yet in a queue.
+    ///
+    /// - Throws: the first error ``addDependency(_:)`` would throw. When this operation is not in a
+    ///   queue, a refusal adds none of the dependencies; otherwise those before the refused one
+    ///   were added.
+    public final func addDependencies(_ operations: [ConcurrentOperation]) throws(OperationError) {
+        if operations.contains(where: { $0 === self }) {
+            throw OperationError(.selfDependency, operations: [displayName], "an operation cannot depend on itself")
+        }
+        let (refusal, enqueuedIn) = machine.lock.withLock { () -> (OperationError.Code?, ConcurrentOperationQueue?) in
+            if let refusal = refusalOfNewDependency() { return (refusal, nil) }
+            if self.queue == nil { _dependencies.append(contentsOf: operations) }
+            return (nil, self.queue)
+        }
+        if let refusal {
+            throw OperationError(refusal, operations: [displayName], "too late to add a dependency")
+        }
+        if enqueuedIn != nil {
+            for operation in operations { try addDependency(operation) }
+        }
+    }
+
     /// Stops waiting for `operation`. If this was the last unfinished dependency of an enqueued
     /// operation, it becomes ready. Removing an operation that is not a dependency does nothing.
     public final func removeDependency(_ operation: ConcurrentOperation) {
@@ -86,7 +110,7 @@ extension ConcurrentOperation {
                 }
             }
         }
-        if operation.isFinished {
+        if operation.hasFinished {
             machine.lock.withLock { processedDependencyCount += 1 }
             return
         }
@@ -102,11 +126,7 @@ extension ConcurrentOperation {
                 .dependentAlreadyExecuting, operations: [displayName, operation.displayName],
                 "the queue is already starting this operation")
         }
-        let appended = operation.machine.lock.withLock {
-            if operation.machine.lifecycle.isFinished { return false }
-            operation.dependents.append(self)
-            return true
-        }
+        let appended = operation.registerDependent(self)
         machine.lock.withLock { processedDependencyCount += 1 }
         if !appended, dependencyDidFinish() {
             queue.makeReady([self])

@@ -64,8 +64,6 @@ open class ConcurrentOperation {
     /// registered with the dependency graph (they were unfinished then) or were already finished.
     var _dependencies: [ConcurrentOperation] = []
     var processedDependencyCount = 0
-    /// Enqueued operations waiting for this one to finish; taken when it finishes.
-    var dependents: [ConcurrentOperation] = []
     /// The queue this operation was added to; cleared when it finishes. Unretained: a queue keeps
     /// itself alive while it holds operations (and its caller keeps it alive while adding one).
     var queueReference: Unmanaged<ConcurrentOperationQueue>?
@@ -85,6 +83,8 @@ open class ConcurrentOperation {
 
     // protected by DependencyGraph.lock
     var graphOrder = DependencyGraph.unassigned
+    /// Enqueued operations waiting for this one to finish; taken when it finishes.
+    var dependents: [ConcurrentOperation] = []
 
     /// Unfinished registered dependencies plus the `Readiness` flags; see `Readiness`.
     let readiness = Atomic<Int>(0)
@@ -100,6 +100,8 @@ open class ConcurrentOperation {
 
     /// Hands the worker's concurrency slot over between the worker and `finish()`.
     let slotHandoff = Atomic<UInt8>(SlotHandoff.workerHolds)
+    /// `LifeFlags`: whether the operation has finished, and whether it ever had dependents.
+    let lifeFlags = Atomic<UInt8>(0)
 
     // protected by machine.lock (kept with the other one-byte fields to save padding)
     private var _queuePriority: QueuePriority = .normal
@@ -238,14 +240,18 @@ open class ConcurrentOperation {
 
     // MARK: Finishing
 
+    /// Finishes the operation after it started.
+    ///
+    /// - Parameter asLastStep: The caller returns from `execute()` right after this, so when the
+    ///   operation runs on a queue worker, that worker may do the queue's part of the finish
+    ///   together with taking its next operation. (A subclass's `execute()` may go on after
+    ///   `finish()`, even wait for a dependent, so its finish never defers.)
     @discardableResult
-    final func finishAfterStart() -> Bool {
+    final func finishAfterStart(asLastStep: Bool = false) -> Bool {
         let outcome = machine.finish {
             let taken = Finished(
-                completion: _completionBlock, dependents: dependents, waiters: waiters, queue: queueReference,
-                dependencies: _dependencies)
+                completion: _completionBlock, waiters: waiters, queue: queueReference, dependencies: _dependencies)
             _completionBlock = nil
-            dependents = []
             waiters = []
             queueReference = nil
             _dependencies = []
@@ -255,17 +261,27 @@ open class ConcurrentOperation {
         guard case .success(let finished) = outcome else { return false }
         finished.completion?()
 
+        // From here on no dependent can register; take those that did (see `LifeFlags`).
         var readyInSameQueue: [ConcurrentOperation] = []
-        for dependent in finished.dependents where dependent.dependencyDidFinish() {
-            if let queue = dependent.queueWhilePending {
-                if Unmanaged.passUnretained(queue).toOpaque() == finished.queue?.toOpaque() {
-                    readyInSameQueue.append(dependent)
-                } else {
-                    queue.makeReady([dependent])
-                }
+        let flags = lifeFlags.bitwiseOr(LifeFlags.finished, ordering: .sequentiallyConsistent).oldValue
+        if flags & LifeFlags.hasDependents != 0 {
+            readyInSameQueue = DependencyGraph.lock.withLock {
+                defer { dependents = [] }
+                return dependents
             }
         }
-        if finished.queue != nil && WorkerOperation.holds(self) {
+        // Keep the dependents this finish made runnable, in place (the array is ours alone, so
+        // this allocates nothing); those of other queues are handed to their queues now.
+        readyInSameQueue.removeAll { dependent in
+            guard dependent.dependencyDidFinish() else { return true }
+            // The dependent's queue was set before it registered with us (under our lock), and is
+            // cleared only when it finishes, which cannot happen before it runs: no lock needed.
+            guard let queue = dependent.queueReference else { return true }
+            if queue.toOpaque() == finished.queue?.toOpaque() { return false }
+            queue.takeUnretainedValue().makeReady([dependent])
+            return true
+        }
+        if asLastStep && finished.queue != nil && WorkerOperation.holds(self) {
             // Finished on the thread of the worker that runs it: the worker tells the queue once
             // `execute()` returns, in the critical section where it takes its next operation.
             deferredReady = readyInSameQueue
@@ -284,7 +300,6 @@ open class ConcurrentOperation {
 
     private struct Finished {
         var completion: (@Sendable () -> Void)?
-        var dependents: [ConcurrentOperation]
         var waiters: [Waiter]
         var queue: Unmanaged<ConcurrentOperationQueue>?
         var dependencies: [ConcurrentOperation]
@@ -328,7 +343,7 @@ open class ConcurrentOperation {
                 }
                 execute()
             case .finishWithoutExecuting:
-                finishAfterStart()
+                finishAfterStart(asLastStep: true)
             case .refuse:
                 // Started by someone else (a queue refuses `start()` by hand, so this does not
                 // happen); nothing ran and the worker keeps its slot.
@@ -358,6 +373,34 @@ enum SlotHandoff {
     static let workerHolds: UInt8 = 0
     static let finished: UInt8 = 1
     static let workerLeft: UInt8 = 2
+}
+
+/// The bits of `ConcurrentOperation.lifeFlags`. A dependent registers (under the graph lock) only
+/// after setting `hasDependents` and seeing no `finished`; a finishing operation sets `finished`
+/// and, if it sees `hasDependents`, takes its dependents under the graph lock. Both sides use
+/// read-modify-writes of one atomic, so one of them always sees the other: a dependent is either
+/// refused (its dependency has finished) or taken by the finish.
+enum LifeFlags {
+    static let finished: UInt8 = 1
+    static let hasDependents: UInt8 = 2
+}
+
+extension ConcurrentOperation {
+    /// Whether the operation has finished, read without a lock.
+    var hasFinished: Bool { lifeFlags.load(ordering: .sequentiallyConsistent) & LifeFlags.finished != 0 }
+
+    /// Under `DependencyGraph.lock`: records `dependent` as waiting for this operation, unless it
+    /// has finished. Returns whether it was recorded.
+    func registerDependent(_ dependent: ConcurrentOperation) -> Bool {
+        let flags = lifeFlags.load(ordering: .sequentiallyConsistent)
+        if flags & LifeFlags.finished != 0 { return false }
+        if flags & LifeFlags.hasDependents == 0 {
+            let previous = lifeFlags.bitwiseOr(LifeFlags.hasDependents, ordering: .sequentiallyConsistent).oldValue
+            if previous & LifeFlags.finished != 0 { return false }
+        }
+        dependents.append(dependent)
+        return true
+    }
 }
 
 /// The encoding of `ConcurrentOperation.readiness`: the number of unfinished registered

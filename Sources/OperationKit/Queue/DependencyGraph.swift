@@ -5,6 +5,7 @@
 /// queue (or when a dependency is added to an operation that is already in one). Only edges
 /// between unfinished operations are kept; an operation's successors are its `dependents` and its
 /// predecessors are its first `processedDependencyCount` dependencies that are unfinished.
+/// The `dependents` lists are protected by this graph's lock (see `LifeFlags`).
 ///
 /// Every operation that takes part in an edge has a `graphOrder`, and every registered edge goes
 /// from a lower order to a higher one. A new edge that already respects the order cannot close a
@@ -30,38 +31,27 @@ enum DependencyGraph {
     static func registerDependencies(of operation: ConcurrentOperation) throws(OperationError) {
         lock.lock()
         defer { lock.unlock() }
-        let pending = operation.machine.lock.withLock {
-            operation._dependencies[operation.processedDependencyCount...]
+        let (dependencies, start) = operation.machine.lock.withLock {
+            (operation._dependencies, operation.processedDependencyCount)
         }
+        let pending = dependencies[start...]
         if pending.isEmpty { return }
         operation.readiness.add(pending.count, ordering: .acquiringAndReleasing)
-        var registered: [ConcurrentOperation] = []
         var skipped = 0
-        for dependency in pending {
-            if dependency.isFinished {
-                skipped += 1
-                continue
-            }
+        for index in pending.indices {
+            let dependency = pending[index]
             do {
                 try order(dependency, before: operation)
             } catch {
-                // Every dependency still counted is released here, except those that finished
-                // in the meantime: their finish already released their count.
-                var releasedByFinish = 0
-                for done in registered where !unregister(operation, from: done) { releasedByFinish += 1 }
+                // Release the count of every dependency, except those registered here that have
+                // finished since: their finish released their count already.
+                var absent = 0
+                for done in pending[..<index] where !unregister(operation, from: done) { absent += 1 }
+                let releasedByFinish = absent - skipped
                 operation.readiness.subtract(pending.count - releasedByFinish, ordering: .acquiringAndReleasing)
                 throw error
             }
-            let appended = dependency.machine.lock.withLock {
-                if dependency.machine.lifecycle.isFinished { return false }
-                dependency.dependents.append(operation)
-                return true
-            }
-            if appended {
-                registered.append(dependency)
-            } else {
-                skipped += 1
-            }
+            if !dependency.registerDependent(operation) { skipped += 1 }
         }
         operation.machine.lock.withLock { operation.processedDependencyCount += pending.count }
         if skipped > 0 {
@@ -71,12 +61,11 @@ enum DependencyGraph {
 
     /// Removes `dependent` from the dependents of `dependency`. Returns `true` if it was there (so
     /// the caller owes the dependent's readiness one decrement).
+    /// Call with `lock` held.
     static func unregister(_ dependent: ConcurrentOperation, from dependency: ConcurrentOperation) -> Bool {
-        dependency.machine.lock.withLock {
-            guard let index = dependency.dependents.firstIndex(where: { $0 === dependent }) else { return false }
-            dependency.dependents.remove(at: index)
-            return true
-        }
+        guard let index = dependency.dependents.firstIndex(where: { $0 === dependent }) else { return false }
+        dependency.dependents.remove(at: index)
+        return true
     }
 
     // MARK: Ordering (call with `lock` held)
@@ -110,8 +99,7 @@ enum DependencyGraph {
 
     /// Operations that wait for `operation` and have not finished.
     static func successors(of operation: ConcurrentOperation) -> [ConcurrentOperation] {
-        let dependents = operation.machine.lock.withLock { operation.dependents }
-        return dependents.filter { !$0.isFinished }
+        operation.dependents.filter { !$0.hasFinished }
     }
 
     /// Registered, unfinished dependencies of `operation`.
@@ -119,7 +107,7 @@ enum DependencyGraph {
         let registered = operation.machine.lock.withLock {
             operation._dependencies.prefix(operation.processedDependencyCount)
         }
-        return registered.filter { !$0.isFinished }
+        return registered.filter { !$0.hasFinished }
     }
 
     /// Pearce–Kelly: the edge `dependency → dependent` violates the order.
