@@ -25,8 +25,9 @@ public final class ClosureOperation: ConcurrentOperation, @unchecked Sendable {
         case asynchronous(@Sendable (ClosureOperation) -> Void)
     }
 
-    // Written in init, then read and cleared only by `execute()`, which runs once; the queue's
-    // and the state machine's locks order those accesses.
+    // Written in init, then read and cleared by `execute()`, which runs once, or cleared when the
+    // operation finishes without executing; the queue's and the state machine's locks order those
+    // accesses.
     private var body: Body?
 
     /// Creates an operation that runs `block` and finishes when it returns.
@@ -48,6 +49,10 @@ public final class ClosureOperation: ConcurrentOperation, @unchecked Sendable {
     public init(name: String? = nil, asynchronous block: @escaping @Sendable (ClosureOperation) -> Void) {
         body = .asynchronous(block)
         super.init(name: name)
+    }
+
+    override func releaseWork() {
+        body = nil
     }
 
     public override func execute() {

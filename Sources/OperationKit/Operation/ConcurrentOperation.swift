@@ -209,8 +209,9 @@ open class ConcurrentOperation {
     /// The work. Override it, and call ``finish()`` when the work is done — before returning or
     /// later, from any thread. The default implementation finishes at once.
     ///
-    /// Runs on a worker of the operation's queue (on the queue's underlying dispatch queue), or
-    /// on the thread that called ``start()``. Check ``isCancelled`` in long work.
+    /// Runs on a worker of the operation's queue — on the queue's ``ConcurrentOperationQueue/underlyingQueue``
+    /// if it has one, else on the global dispatch queue of the operation's ``qualityOfService``
+    /// (or the queue's) — or on the thread that called ``start()``. Check ``isCancelled`` in long work.
     open func execute() {
         finish()
     }
@@ -249,6 +250,7 @@ open class ConcurrentOperation {
     @discardableResult
     final func finishAfterStart(asLastStep: Bool = false) -> Bool {
         let outcome = machine.finish {
+            releaseWork()
             let taken = Finished(
                 completion: _completionBlock, waiters: waiters, queue: queueReference, dependencies: _dependencies)
             _completionBlock = nil
@@ -305,6 +307,11 @@ open class ConcurrentOperation {
         var dependencies: [ConcurrentOperation]
     }
 
+    /// Releases what the operation's work holds, when it finishes (under `machine.lock`; must not
+    /// call out). ``ClosureOperation`` drops its closure here, so a cancelled one that never ran
+    /// does not keep it until it is deallocated.
+    func releaseWork() {}
+
     /// A registered dependency finished. Returns `true` if this made the operation runnable.
     final func dependencyDidFinish() -> Bool {
         readiness.subtract(1, ordering: .acquiringAndReleasing).newValue == 0
@@ -334,8 +341,9 @@ open class ConcurrentOperation {
             switch machine.startInline() {
             case .execute:
                 let qos = queuedQualityOfService
-                if qos != .unspecified && qos != queue.qualityOfService {
-                    // The work asked for its own quality of service: run it on that global queue.
+                if qos != .unspecified && qos != queue.qualityOfService && queue.underlyingQueue == nil {
+                    // The work asked for its own quality of service (and the queue has no
+                    // underlying queue that all work must run on): run it on that global queue.
                     // The slot goes with it until it finishes.
                     slotHandoff.store(SlotHandoff.workerLeft, ordering: .releasing)
                     DispatchQueue.global(qos: qos).async { CurrentQueue.with(queue) { self.execute() } }

@@ -22,9 +22,9 @@ import Dispatch
 ///   dependency cycle — throws an ``OperationError`` naming the operations; the queue and every
 ///   other operation carry on.
 public final class ConcurrentOperationQueue {
-    /// The default maximum number of operations that execute at once: 64, the width Foundation's
-    /// `OperationQueue` gets from Dispatch's thread pool. Operations that wait for a callback hold
-    /// a slot but no thread, so a narrow default would throttle them.
+    /// The default maximum number of operations that execute at once: 64. Operations that wait
+    /// for a callback hold a slot but no thread, so a default as narrow as the number of cores
+    /// would throttle them; work that blocks threads is bounded by Dispatch's thread pool anyway.
     public static let defaultMaxConcurrentOperationCount = 64
 
     /// The dispatch queue the workers run on, if one was given.
@@ -167,7 +167,7 @@ public final class ConcurrentOperationQueue {
     /// Every operation that can be added is added. If some cannot, the error of the first of
     /// them is thrown after the others were added (and, with `waitUntilFinished`, have finished).
     ///
-    /// - Throws: the first ``OperationError`` that ``addOperation(_:)-swift.method`` would throw.
+    /// - Throws: the first ``OperationError`` that adding each operation alone would throw.
     public func addOperations(_ operations: [ConcurrentOperation], waitUntilFinished: Bool) throws(OperationError) {
         var accepted: [(ConcurrentOperation, ConcurrentOperation.QueuePriority)] = []
         accepted.reserveCapacity(operations.count)

@@ -24,7 +24,9 @@ struct ThreadLocalReference<Object: AnyObject>: @unchecked Sendable {  // the ke
 
     /// Whether `object` is the value on this thread, without retaining anything.
     func holds(_ object: Object) -> Bool {
-        pthread_getspecific(key) == UnsafeRawPointer(Unmanaged.passUnretained(object).toOpaque())
+        // `pthread_getspecific` returns an implicitly unwrapped optional: keep it optional.
+        let raw: UnsafeMutableRawPointer? = pthread_getspecific(key)
+        return raw == Unmanaged.passUnretained(object).toOpaque()
     }
 
     /// Runs `body` with `object` as this thread's value; the caller keeps `object` alive.
