@@ -137,10 +137,14 @@ public final class ConcurrentOperationQueue {
         }
     }
 
-    /// The number of operations in the queue that have not finished.
+    /// The number of operations the queue holds: added and not yet released. The queue releases
+    /// an operation shortly after it finished and its completion block ran, so the count still
+    /// includes an operation inside its own completion block (and possibly just after its
+    /// `waitUntilFinished()` returned); ``waitUntilAllOperationsAreFinished()`` returns only once
+    /// the queue has released them all.
     public var operationCount: Int { lock.withLock { count } }
 
-    /// The operations in the queue that have not finished, in the order they were added.
+    /// The operations the queue holds (see ``operationCount``), in the order they were added.
     public var operations: [ConcurrentOperation] {
         lock.withLock {
             operationsLocked()
