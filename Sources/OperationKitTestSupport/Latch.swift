@@ -40,6 +40,7 @@ public final class Latch: Sendable {
 public final class Gate: Sendable {
     private let latch = Latch(count: 1)
 
+    /// Creates a closed gate.
     public init() {}
 
     /// Opens the gate; every current and future ``wait(timeout:)`` returns `true`.
@@ -57,6 +58,7 @@ public final class Recorder<Value: Sendable>: @unchecked Sendable {  // `storage
     private let queue = DispatchQueue(label: "OperationKitTestSupport.Recorder")
     private var storage: [Value] = []
 
+    /// Creates an empty recorder.
     public init() {}
 
     /// Appends `value`.

@@ -55,6 +55,8 @@ public final class ClosureOperation: ConcurrentOperation, @unchecked Sendable {
         body = nil
     }
 
+    /// Runs the closure: the synchronous form finishes when it returns; the asynchronous form
+    /// hands the operation to the closure, which finishes it. Runs at most once.
     public override func execute() {
         let body = self.body
         self.body = nil

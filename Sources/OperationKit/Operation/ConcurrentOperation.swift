@@ -36,6 +36,7 @@ open class ConcurrentOperation {
         case high = 4
         case veryHigh = 8
 
+        /// Orders priorities from `.veryLow` to `.veryHigh`.
         public static func < (lhs: QueuePriority, rhs: QueuePriority) -> Bool { lhs.rawValue < rhs.rawValue }
 
         /// 0 for `.veryHigh` … 4 for `.veryLow`: the index of the ready list it waits in.
@@ -373,6 +374,7 @@ open class ConcurrentOperation {
 extension ConcurrentOperation: @unchecked Sendable {}
 
 extension ConcurrentOperation: CustomStringConvertible {
+    /// The operation's ``displayName``.
     public var description: String { displayName }
 }
 

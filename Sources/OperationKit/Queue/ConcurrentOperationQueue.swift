@@ -476,5 +476,6 @@ public final class ConcurrentOperationQueue {
 extension ConcurrentOperationQueue: @unchecked Sendable {}
 
 extension ConcurrentOperationQueue: CustomStringConvertible {
+    /// The queue's ``displayName``.
     public var description: String { displayName }
 }

@@ -57,6 +57,7 @@ public struct OperationError: Error, Hashable, Sendable, CustomStringConvertible
         /// A maximum concurrent operation count below 1.
         public static let invalidMaxConcurrentOperationCount = Code(.invalidMaxConcurrentOperationCount)
 
+        /// The code's name, for example `dependencyCycle`.
         public var description: String { "\(value)" }
     }
 
@@ -86,6 +87,7 @@ public struct OperationError: Error, Hashable, Sendable, CustomStringConvertible
         self.line = line
     }
 
+    /// The code, the operations involved and the message, on one line.
     public var description: String {
         let names = operationNames.isEmpty ? "" : " [\(operationNames.joined(separator: ", "))]"
         return "OperationError.\(code)\(names): \(message)"
@@ -96,6 +98,7 @@ public struct OperationError: Error, Hashable, Sendable, CustomStringConvertible
         lhs.code == rhs.code && lhs.operationNames == rhs.operationNames
     }
 
+    /// Hashes the code and the operation names, as ``==(_:_:)`` compares them.
     public func hash(into hasher: inout Hasher) {
         hasher.combine(code)
         hasher.combine(operationNames)
