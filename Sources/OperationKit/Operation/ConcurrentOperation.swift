@@ -112,7 +112,7 @@ open class ConcurrentOperation {
     ///
     /// - Parameter name: A name for logs and errors.
     public init(name: String? = nil) {
-        machine = OperationStateMachine(dispatchQueue: ConcurrentOperation.defaultDispatchQueue)
+        machine = OperationStateMachine()
         _name = name
     }
 

@@ -30,33 +30,48 @@ import Dispatch
 /// called while the machine's lock is held. After finishing, the machine releases its blocks, so
 /// blocks that capture the owner form no lasting retain cycle.
 public final class OperationStateMachine {
-    /// The operation whose lifecycle this machine models. Held weakly.
-    public private(set) weak var operation: AnyObject?
-
-    /// The dispatch queue on which the execution and cancellation blocks run.
-    public let dispatchQueue: DispatchQueue
-
-    /// A public machine's own recursive lock, so that ``withLock(_:)`` may be re-entered; `nil`
-    /// for the machine of a ``ConcurrentOperation``, which uses the striped lock of its address.
-    private let ownLock: LockStorage?
-
-    /// The machine's one lock.
-    var lock: Lock { ownLock.map(Lock.init(owning:)) ?? Lock.striped(for: self) }
-
-    // protected by `lock`
-    var lifecycle = OperationLifecycle()
-    // protected by `lock`; allocated when the first block is set, released when the machine finishes
-    private var blocks: Blocks?
-
-    private final class Blocks {
+    /// What only a machine created with the public initialiser has. A ``ConcurrentOperation``'s
+    /// machine has none of it (no owner reference, no blocks, a striped lock), which keeps it to
+    /// one small allocation per operation.
+    private final class Standalone {
+        weak var operation: AnyObject?
+        let dispatchQueue: DispatchQueue
+        /// A recursive lock, so that ``OperationStateMachine/withLock(_:)`` may be re-entered.
+        let lock = LockStorage.make(count: 1, recursive: true)
+        // protected by `lock`; released when the machine finishes
         var execution: (@Sendable () -> Void)?
         var cancellation: (@Sendable () -> Void)?
         var finalization: (@Sendable () -> Void)?
+
+        init(operation: AnyObject, dispatchQueue: DispatchQueue) {
+            self.operation = operation
+            self.dispatchQueue = dispatchQueue
+        }
+
+        func releaseBlocks() -> [(@Sendable () -> Void)?] {
+            defer { (execution, cancellation, finalization) = (nil, nil, nil) }
+            return [execution, cancellation, finalization]
+        }
     }
 
-    private var executionBlock: (@Sendable () -> Void)? { blocks?.execution }
-    private var cancellationBlock: (@Sendable () -> Void)? { blocks?.cancellation }
-    private var finalizationBlock: (@Sendable () -> Void)? { blocks?.finalization }
+    private let standalone: Standalone?
+
+    /// The operation whose lifecycle this machine models. Held weakly.
+    public var operation: AnyObject? { standalone?.operation }
+
+    /// The dispatch queue on which the execution and cancellation blocks run.
+    public var dispatchQueue: DispatchQueue { standalone?.dispatchQueue ?? ConcurrentOperation.defaultDispatchQueue }
+
+    /// The machine's one lock: a public machine's own recursive lock, or, for the machine of a
+    /// ``ConcurrentOperation``, the striped lock of its address (never re-entered).
+    var lock: Lock { standalone.map { Lock(owning: $0.lock) } ?? Lock.striped(for: self) }
+
+    // protected by `lock`
+    var lifecycle = OperationLifecycle()
+
+    private var executionBlock: (@Sendable () -> Void)? { standalone?.execution }
+    private var cancellationBlock: (@Sendable () -> Void)? { standalone?.cancellation }
+    private var finalizationBlock: (@Sendable () -> Void)? { standalone?.finalization }
 
     /// Creates a state machine for `operation`, running its blocks on `dispatchQueue`.
     ///
@@ -64,16 +79,12 @@ public final class OperationStateMachine {
     ///   - operation: The object whose lifecycle the machine models; held weakly.
     ///   - dispatchQueue: The queue on which the execution and cancellation blocks run.
     public init(operation: AnyObject, dispatchQueue: DispatchQueue) {
-        self.operation = operation
-        self.dispatchQueue = dispatchQueue
-        ownLock = LockStorage.make(count: 1, recursive: true)
+        standalone = Standalone(operation: operation, dispatchQueue: dispatchQueue)
     }
 
-    /// The machine of a ``ConcurrentOperation``: it never outlives its owner, so it keeps no
-    /// reference to it, and it takes a striped lock (never re-entered) instead of its own.
-    init(dispatchQueue: DispatchQueue) {
-        self.dispatchQueue = dispatchQueue
-        ownLock = nil
+    /// The machine of a ``ConcurrentOperation``, which drives it through the internal fast paths.
+    init() {
+        standalone = nil
     }
 
     // MARK: State
@@ -112,11 +123,10 @@ public final class OperationStateMachine {
         try configure { $0.finalization = block }
     }
 
-    private func configure(_ body: (Blocks) -> Void) throws(OperationError) {
+    private func configure(_ body: (Standalone) -> Void) throws(OperationError) {
         let allowed = lock.withLock {
-            guard lifecycle.canConfigure else { return false }
-            if blocks == nil { blocks = Blocks() }
-            body(blocks!)
+            guard lifecycle.canConfigure, let standalone else { return false }
+            body(standalone)
             return true
         }
         if !allowed {
@@ -206,8 +216,7 @@ public final class OperationStateMachine {
                 lock.lock()
             }
             lifecycle.finalized()
-            let released = blocks
-            blocks = nil
+            let released = standalone?.releaseBlocks()
             let collected = collect()
             lock.unlock()
             withExtendedLifetime(released) {}  // the blocks are released here, without the lock
@@ -222,5 +231,6 @@ public final class OperationStateMachine {
     }
 }
 
-// All mutable state is protected by `lock`; `dispatchQueue` is immutable and Sendable.
+// All mutable state is protected by `lock`; `standalone` is immutable (its own mutable fields are
+// protected by `lock` too).
 extension OperationStateMachine: @unchecked Sendable {}
