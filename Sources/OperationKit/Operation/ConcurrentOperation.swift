@@ -63,7 +63,7 @@ open class ConcurrentOperation {
     private var _completionBlock: (@Sendable () -> Void)?
     /// Direct dependencies as the user gave them. The first `processedDependencyCount` have been
     /// registered with the dependency graph (they were unfinished then) or were already finished.
-    var _dependencies: [ConcurrentOperation] = []
+    var _dependencies = OperationList()
     var processedDependencyCount = 0
     /// The queue this operation was added to; cleared when it finishes. Unretained: a queue keeps
     /// itself alive while it holds operations (and its caller keeps it alive while adding one).
@@ -80,12 +80,12 @@ open class ConcurrentOperation {
     var readyNext: Unmanaged<ConcurrentOperation>?
 
     /// Dependents released by a finish on the worker's own thread; only that thread touches it.
-    var deferredReady: [ConcurrentOperation]?
+    var deferredReady: OperationList?
 
     // protected by DependencyGraph.lock
     var graphOrder = DependencyGraph.unassigned
     /// Enqueued operations waiting for this one to finish; taken when it finishes.
-    var dependents: [ConcurrentOperation] = []
+    var dependents = OperationList()
 
     /// Unfinished registered dependencies plus the `Readiness` flags; see `Readiness`.
     let readiness = Atomic<Int>(0)
@@ -176,7 +176,7 @@ open class ConcurrentOperation {
     }
 
     /// The operations this one waits for. Empty once it has finished.
-    public var dependencies: [ConcurrentOperation] { machine.lock.withLock { _dependencies } }
+    public var dependencies: [ConcurrentOperation] { machine.lock.withLock { _dependencies.array } }
 
     // MARK: Running
 
@@ -257,7 +257,7 @@ open class ConcurrentOperation {
             _completionBlock = nil
             waiters = []
             queueReference = nil
-            _dependencies = []
+            _dependencies = OperationList()
             processedDependencyCount = 0
             return taken
         }
@@ -265,11 +265,11 @@ open class ConcurrentOperation {
         finished.completion?()
 
         // From here on no dependent can register; take those that did (see `LifeFlags`).
-        var readyInSameQueue: [ConcurrentOperation] = []
+        var readyInSameQueue = OperationList()
         let flags = lifeFlags.bitwiseOr(LifeFlags.finished, ordering: .sequentiallyConsistent).oldValue
         if flags & LifeFlags.hasDependents != 0 {
             readyInSameQueue = DependencyGraph.lock.withLock {
-                defer { dependents = [] }
+                defer { dependents = OperationList() }
                 return dependents
             }
         }
@@ -305,7 +305,7 @@ open class ConcurrentOperation {
         var completion: (@Sendable () -> Void)?
         var waiters: [Waiter]
         var queue: Unmanaged<ConcurrentOperationQueue>?
-        var dependencies: [ConcurrentOperation]
+        var dependencies: OperationList
     }
 
     /// Releases what the operation's work holds, when it finishes (under `machine.lock`; must not
@@ -330,7 +330,7 @@ open class ConcurrentOperation {
         case keepSlot
         /// It finished on the worker's own thread: the worker tells the queue, releasing these
         /// dependents, in the same critical section in which it takes the next operation.
-        case finishedOnWorker(newlyReady: [ConcurrentOperation])
+        case finishedOnWorker(newlyReady: OperationList)
         /// It is still executing: the slot is the operation's until it finishes.
         case slotHandedOver
     }

@@ -214,7 +214,7 @@ public final class ConcurrentOperationQueue {
             barrier = barrierOperation
             return operationsLocked()
         }
-        barrierOperation.machine.lock.withLock { barrierOperation._dependencies = earlier }
+        barrierOperation.machine.lock.withLock { barrierOperation._dependencies = OperationList(earlier) }
         try? addOperation(barrierOperation)
         return barrierOperation
     }
@@ -365,7 +365,7 @@ public final class ConcurrentOperationQueue {
 
     /// `operation` finished on some thread: unlink it, return its slot if it held one, queue the
     /// dependents it released, and wake waiters if the queue is now empty.
-    func operationDidFinish(_ operation: ConcurrentOperation, releasesSlot: Bool, newlyReady: [ConcurrentOperation]) {
+    func operationDidFinish(_ operation: ConcurrentOperation, releasesSlot: Bool, newlyReady: OperationList) {
         // A worker that still holds its slot for this operation will take one entry itself.
         let effects = lock.withLock {
             removeLocked(operation, releasesSlot: releasesSlot, newlyReady: newlyReady, returningWorkers: releasesSlot ? 0 : 1)
@@ -382,7 +382,7 @@ public final class ConcurrentOperationQueue {
 
     /// Under `lock`: unlinks a finished operation and queues the dependents it released.
     private func removeLocked(
-        _ operation: ConcurrentOperation, releasesSlot: Bool, newlyReady: [ConcurrentOperation], returningWorkers: Int
+        _ operation: ConcurrentOperation, releasesSlot: Bool, newlyReady: OperationList, returningWorkers: Int
     ) -> RemovalEffects {
         let next = operation.queueNext
         let previous = operation.queuePrevious
