@@ -68,6 +68,11 @@ open class ConcurrentOperation {
     /// The queue this operation was added to; cleared when it finishes. Unretained: a queue keeps
     /// itself alive while it holds operations (and its caller keeps it alive while adding one).
     var queueReference: Unmanaged<ConcurrentOperationQueue>?
+    /// Whether the operation is in `queue` now (it was added and has not finished).
+    final func isEnqueued(in queue: ConcurrentOperationQueue) -> Bool {
+        machine.lock.withLock { queueReference?.toOpaque() == Unmanaged.passUnretained(queue).toOpaque() }
+    }
+
     /// The queue this operation was added to, retained for the caller.
     var queue: ConcurrentOperationQueue? { queueReference?.takeUnretainedValue() }
     /// Threads and tasks waiting for this operation to finish.

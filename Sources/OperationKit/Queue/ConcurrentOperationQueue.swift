@@ -173,20 +173,30 @@ public final class ConcurrentOperationQueue {
     ///
     /// - Throws: the first ``OperationError`` that adding each operation alone would throw.
     public func addOperations(_ operations: [ConcurrentOperation], waitUntilFinished: Bool) throws(OperationError) {
-        var accepted: [(ConcurrentOperation, ConcurrentOperation.QueuePriority)] = []
-        accepted.reserveCapacity(operations.count)
+        // Operations are linked in chunks, so that workers start on the first ones while the
+        // rest are still being added, and the queue's lock is never held for the whole batch.
+        let chunkSize = 256
+        var chunk: [(ConcurrentOperation, ConcurrentOperation.QueuePriority)] = []
+        chunk.reserveCapacity(min(chunkSize, operations.count))
         var firstError: OperationError?
         let pendingBarrier = lock.withLock { barrier }
         for operation in operations {
             do {
-                accepted.append((operation, try prepare(operation, barrier: pendingBarrier)))
+                chunk.append((operation, try prepare(operation, barrier: pendingBarrier)))
             } catch {
                 if firstError == nil { firstError = error }
             }
+            if chunk.count == chunkSize {
+                insert(chunk)
+                chunk.removeAll(keepingCapacity: true)
+            }
         }
-        insert(accepted)
+        insert(chunk)
         if waitUntilFinished {
-            for (operation, _) in accepted { operation.waitUntilFinished() }
+            // Operations that were refused were never added, and never finish here.
+            for operation in operations where operation.isEnqueued(in: self) || operation.isFinished {
+                operation.waitUntilFinished()
+            }
         }
         if let firstError { throw firstError }
     }
