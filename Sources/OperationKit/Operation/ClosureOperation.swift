@@ -25,9 +25,9 @@ public final class ClosureOperation: ConcurrentOperation, @unchecked Sendable {
         case asynchronous(@Sendable (ClosureOperation) -> Void)
     }
 
-    // Written in init, then read and cleared by `execute()`, which runs once, or cleared when the
-    // operation finishes without executing; the queue's and the state machine's locks order those
-    // accesses.
+    // Written in init, then read and cleared by `execute()`, which runs at most once, or — for an
+    // operation cancelled before it started, whose `execute()` never runs — cleared by
+    // `didFinishWithoutExecuting()`; the queue's and the state machine's locks order those accesses.
     private var body: Body?
 
     /// Creates an operation that runs `block` and finishes when it returns.
@@ -51,7 +51,7 @@ public final class ClosureOperation: ConcurrentOperation, @unchecked Sendable {
         super.init(name: name)
     }
 
-    override func releaseWork() {
+    override func didFinishWithoutExecuting() {
         body = nil
     }
 

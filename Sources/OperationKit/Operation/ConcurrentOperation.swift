@@ -202,11 +202,16 @@ open class ConcurrentOperation {
             throw OperationError(
                 .notReady, operations: [displayName, waiting.displayName], "a dependency has not finished")
         }
-        switch machine.startInline() {
+        // Check the queue again in the same critical section as the transition: a queue that
+        // claimed the operation meanwhile must be the only one to start it.
+        let action = machine.lock.withLock { () -> OperationLifecycle.StartAction in
+            queueReference == nil ? machine.lifecycle.start() : .refuse(.managedByQueue)
+        }
+        switch action {
         case .execute:
             execute()
         case .finishWithoutExecuting:
-            finishAfterStart()
+            finishWithoutExecuting()
         case .refuse(let code):
             throw OperationError(code, operations: [displayName], "start() refused")
         }
@@ -256,7 +261,6 @@ open class ConcurrentOperation {
     @discardableResult
     final func finishAfterStart(asLastStep: Bool = false) -> Bool {
         let outcome = machine.finish {
-            releaseWork()
             let taken = Finished(
                 completion: _completionBlock, waiters: waiters, queue: queueReference, dependencies: _dependencies)
             _completionBlock = nil
@@ -282,11 +286,12 @@ open class ConcurrentOperation {
         // this allocates nothing); those of other queues are handed to their queues now.
         readyInSameQueue.removeAll { dependent in
             guard dependent.dependencyDidFinish() else { return true }
-            // The dependent's queue was set before it registered with us (under our lock), and is
-            // cleared only when it finishes, which cannot happen before it runs: no lock needed.
-            guard let queue = dependent.queueReference else { return true }
-            if queue.toOpaque() == finished.queue?.toOpaque() { return false }
-            queue.takeUnretainedValue().makeReady([dependent])
+            // Read (and retain) the dependent's queue under its lock: a stale ready-list entry may
+            // let a worker run and finish the dependent meanwhile, which clears it; then the
+            // queue may be gone, and there is nothing left to do.
+            guard let queue = dependent.queueWhilePending else { return true }
+            if Unmanaged.passUnretained(queue).toOpaque() == finished.queue?.toOpaque() { return false }
+            queue.makeReady([dependent])
             return true
         }
         if asLastStep && finished.queue != nil && WorkerOperation.holds(self) {
@@ -313,10 +318,19 @@ open class ConcurrentOperation {
         var dependencies: OperationList
     }
 
-    /// Releases what the operation's work holds, when it finishes (under `machine.lock`; must not
-    /// call out). ``ClosureOperation`` drops its closure here, so a cancelled one that never ran
-    /// does not keep it until it is deallocated.
-    func releaseWork() {}
+    /// Finishes an operation that was cancelled before it started, without executing it, then
+    /// lets it release what its work would have used (with no lock held: releasing a closure
+    /// runs the deinitialisers of whatever it captured).
+    private final func finishWithoutExecuting() {
+        finishAfterStart(asLastStep: true)
+        didFinishWithoutExecuting()
+    }
+
+    /// Called once, with no lock held, after the operation finished without executing (it was
+    /// cancelled before it started), on the thread that finished it; ``execute()`` never runs
+    /// for such an operation, so nothing else touches the work it holds. ``ClosureOperation``
+    /// drops its closure here.
+    func didFinishWithoutExecuting() {}
 
     /// A registered dependency finished. Returns `true` if this made the operation runnable.
     final func dependencyDidFinish() -> Bool {
@@ -357,7 +371,7 @@ open class ConcurrentOperation {
                 }
                 execute()
             case .finishWithoutExecuting:
-                finishAfterStart(asLastStep: true)
+                finishWithoutExecuting()
             case .refuse:
                 // Started by someone else (a queue refuses `start()` by hand, so this does not
                 // happen); nothing ran and the worker keeps its slot.
