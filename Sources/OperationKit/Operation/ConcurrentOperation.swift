@@ -89,8 +89,13 @@ open class ConcurrentOperation {
 
     // protected by DependencyGraph.lock
     var graphOrder = DependencyGraph.unassigned
-    /// Enqueued operations waiting for this one to finish; taken when it finishes.
-    var dependents = OperationList()
+    /// Enqueued operations waiting for this one to finish; released when it finishes. Not
+    /// retained: a listed operation is retained by its caller while it is being added, then by
+    /// its queue until it finishes — and it finishes only after every listed entry of it was
+    /// released (it ran: each dependency released it first) or removed (it was cancelled: it
+    /// leaves the lists of its unfinished dependencies before its queue lets it go). Saves a
+    /// retain and a release, on objects other threads are touching, per dependency edge.
+    var dependents = UnretainedOperationList()
 
     /// Unfinished registered dependencies plus the `Readiness` flags; see `Readiness`.
     let readiness = Atomic<Int>(0)
@@ -262,7 +267,8 @@ open class ConcurrentOperation {
     final func finishAfterStart(asLastStep: Bool = false) -> Bool {
         let outcome = machine.finish {
             let taken = Finished(
-                completion: _completionBlock, waiters: waiters, queue: queueReference, dependencies: _dependencies)
+                completion: _completionBlock, waiters: waiters, queue: queueReference, dependencies: _dependencies,
+                registeredDependencyCount: processedDependencyCount, wasCancelled: machine.lifecycle.isCancelled)
             _completionBlock = nil
             waiters = []
             queueReference = nil
@@ -277,15 +283,30 @@ open class ConcurrentOperation {
         var readyInSameQueue = OperationList()
         let flags = lifeFlags.bitwiseOr(LifeFlags.finished, ordering: .sequentiallyConsistent).oldValue
         if flags & LifeFlags.hasDependents != 0 {
+            // Release the dependents under the graph lock: entries are not retained, and each is
+            // alive while it is listed (see `dependents`). Only those this finish made runnable
+            // are retained, to be handed to their queues.
             readyInSameQueue = DependencyGraph.lock.withLock {
-                defer { dependents = OperationList() }
-                return dependents
+                var runnable = OperationList()
+                for entry in dependents where entry._withUnsafeGuaranteedRef({ $0.dependencyDidFinish() }) {
+                    runnable.append(entry.takeUnretainedValue())
+                }
+                dependents = UnretainedOperationList()
+                return runnable
             }
         }
-        // Keep the dependents this finish made runnable, in place (the array is ours alone, so
-        // this allocates nothing); those of other queues are handed to their queues now.
+        if finished.wasCancelled && finished.queue != nil && finished.registeredDependencyCount > 0 {
+            // Finished without waiting for its dependencies: leave their `dependents` lists before
+            // the queue releases this operation. (Not only those of unfinished dependencies: one
+            // that has just set its finished flag may not have released its list yet.)
+            DependencyGraph.lock.withLock {
+                for dependency in finished.dependencies.prefix(finished.registeredDependencyCount) {
+                    while DependencyGraph.unregister(self, from: dependency) {}
+                }
+            }
+        }
+        // Hand the dependents of other queues to their queues now; keep those of this one.
         readyInSameQueue.removeAll { dependent in
-            guard dependent.dependencyDidFinish() else { return true }
             // Read (and retain) the dependent's queue under its lock: a stale ready-list entry may
             // let a worker run and finish the dependent meanwhile, which clears it; then the
             // queue may be gone, and there is nothing left to do.
@@ -316,6 +337,8 @@ open class ConcurrentOperation {
         var waiters: [Waiter]
         var queue: Unmanaged<ConcurrentOperationQueue>?
         var dependencies: OperationList
+        var registeredDependencyCount: Int
+        var wasCancelled: Bool
     }
 
     /// Finishes an operation that was cancelled before it started, without executing it, then
@@ -427,7 +450,7 @@ extension ConcurrentOperation {
             let previous = lifeFlags.bitwiseOr(LifeFlags.hasDependents, ordering: .sequentiallyConsistent).oldValue
             if previous & LifeFlags.finished != 0 { return false }
         }
-        dependents.append(dependent)
+        dependents.append(Unmanaged.passUnretained(dependent))
         return true
     }
 }

@@ -1,11 +1,11 @@
-/// A list of operations that holds a single operation without allocating.
+/// A list that holds a single element without allocating.
 ///
 /// Most operations have one dependency or one dependent (a chain, a fan-in), so `dependencies`
 /// and `dependents` keep one element inline and only allocate an array for two or more.
-struct OperationList: RandomAccessCollection, RangeReplaceableCollection {
+struct SmallList<Element>: RandomAccessCollection, RangeReplaceableCollection {
     private enum Storage {
-        case one(ConcurrentOperation)
-        case many([ConcurrentOperation])
+        case one(Element)
+        case many([Element])
     }
 
     private var storage: Storage
@@ -14,11 +14,11 @@ struct OperationList: RandomAccessCollection, RangeReplaceableCollection {
         storage = .many([])
     }
 
-    init<Operations: Sequence<ConcurrentOperation>>(_ operations: Operations) {
+    init<Elements: Sequence<Element>>(_ operations: Elements) {
         self.init(array: Array(operations))
     }
 
-    private init(array: [ConcurrentOperation]) {
+    private init(array: [Element]) {
         storage = array.count == 1 ? .one(array[0]) : .many(array)
     }
 
@@ -31,25 +31,25 @@ struct OperationList: RandomAccessCollection, RangeReplaceableCollection {
         }
     }
 
-    subscript(position: Int) -> ConcurrentOperation {
+    subscript(position: Int) -> Element {
         switch storage {
         case .one(let operation):
-            precondition(position == 0, "Internal inconsistency: index \(position) of a one-element OperationList")
+            precondition(position == 0, "Internal inconsistency: index \(position) of a one-element SmallList")
             return operation
         case .many(let operations):
             return operations[position]
         }
     }
 
-    /// The operations as an array.
-    var array: [ConcurrentOperation] {
+    /// The elements as an array.
+    var array: [Element] {
         switch storage {
         case .one(let operation): [operation]
         case .many(let operations): operations
         }
     }
 
-    mutating func append(_ operation: ConcurrentOperation) {
+    mutating func append(_ operation: Element) {
         switch storage {
         case .one(let first):
             storage = .many([first, operation])
@@ -64,23 +64,30 @@ struct OperationList: RandomAccessCollection, RangeReplaceableCollection {
         }
     }
 
-    mutating func replaceSubrange<Operations: Collection<ConcurrentOperation>>(
-        _ subrange: Range<Int>, with newElements: Operations
+    mutating func replaceSubrange<Elements: Collection<Element>>(
+        _ subrange: Range<Int>, with newElements: Elements
     ) {
         var operations = array
         storage = .many([])
         operations.replaceSubrange(subrange, with: newElements)
-        self = OperationList(array: operations)
+        self = SmallList(array: operations)
     }
 
-    mutating func removeAll(where shouldBeRemoved: (ConcurrentOperation) throws -> Bool) rethrows {
+    mutating func removeAll(where shouldBeRemoved: (Element) throws -> Bool) rethrows {
         switch storage {
         case .one(let operation):
             if try shouldBeRemoved(operation) { storage = .many([]) }
         case .many(var operations):
             storage = .many([])
             try operations.removeAll(where: shouldBeRemoved)
-            self = OperationList(array: operations)
+            self = SmallList(array: operations)
         }
     }
 }
+
+/// Operations, retained.
+typealias OperationList = SmallList<ConcurrentOperation>
+
+/// Operations, not retained: for `dependents`, whose entries are kept alive by their queues (see
+/// `ConcurrentOperation.dependents`).
+typealias UnretainedOperationList = SmallList<Unmanaged<ConcurrentOperation>>

@@ -63,7 +63,8 @@ enum DependencyGraph {
     /// the caller owes the dependent's readiness one decrement).
     /// Call with `lock` held.
     static func unregister(_ dependent: ConcurrentOperation, from dependency: ConcurrentOperation) -> Bool {
-        guard let index = dependency.dependents.firstIndex(where: { $0 === dependent }) else { return false }
+        let entry = Unmanaged.passUnretained(dependent).toOpaque()
+        guard let index = dependency.dependents.firstIndex(where: { $0.toOpaque() == entry }) else { return false }
         dependency.dependents.remove(at: index)
         return true
     }
@@ -99,7 +100,7 @@ enum DependencyGraph {
 
     /// Operations that wait for `operation` and have not finished.
     static func successors(of operation: ConcurrentOperation) -> [ConcurrentOperation] {
-        operation.dependents.filter { !$0.hasFinished }
+        operation.dependents.map { $0.takeUnretainedValue() }.filter { !$0.hasFinished }
     }
 
     /// Registered, unfinished dependencies of `operation`.
