@@ -2,92 +2,157 @@
 ///
 /// Most operations have one dependency or one dependent (a chain, a fan-in), so `dependencies`
 /// and `dependents` keep one element inline and only allocate an array for two or more.
-struct SmallList<Element>: RandomAccessCollection, RangeReplaceableCollection {
-    private enum Storage {
-        case one(Element)
-        case many([Element])
-    }
+///
+/// The element is stored in a non-generic enum (``SmallListStorage``): a generic enum with two
+/// payloads cannot use the spare bits of a reference for its tag and would take 9 bytes (16 in a
+/// class), where these take 8.
+struct SmallList<Storage: SmallListStorage>: RandomAccessCollection, RangeReplaceableCollection {
+    typealias Element = Storage.Element
 
     private var storage: Storage
 
     init() {
-        storage = .many([])
+        storage = Storage(many: [])
     }
 
-    init<Elements: Sequence<Element>>(_ operations: Elements) {
-        self.init(array: Array(operations))
+    init<Elements: Sequence<Element>>(_ elements: Elements) {
+        self.init(array: Array(elements))
     }
 
     private init(array: [Element]) {
-        storage = array.count == 1 ? .one(array[0]) : .many(array)
+        storage = array.count == 1 ? Storage(one: array[0]) : Storage(many: array)
     }
 
     var startIndex: Int { 0 }
 
     var endIndex: Int {
-        switch storage {
+        switch storage.shape {
         case .one: 1
-        case .many(let operations): operations.count
+        case .many(let elements): elements.count
         }
     }
 
     subscript(position: Int) -> Element {
-        switch storage {
-        case .one(let operation):
+        switch storage.shape {
+        case .one(let element):
             precondition(position == 0, "Internal inconsistency: index \(position) of a one-element SmallList")
-            return operation
-        case .many(let operations):
-            return operations[position]
+            return element
+        case .many(let elements):
+            return elements[position]
         }
     }
 
     /// The elements as an array.
     var array: [Element] {
-        switch storage {
-        case .one(let operation): [operation]
-        case .many(let operations): operations
+        switch storage.shape {
+        case .one(let element): [element]
+        case .many(let elements): elements
         }
     }
 
-    mutating func append(_ operation: Element) {
-        switch storage {
-        case .one(let first):
-            storage = .many([first, operation])
-        case .many(var operations):
-            if operations.isEmpty {
-                storage = .one(operation)
-                return
-            }
-            storage = .many([])  // keep the array uniquely referenced while it grows
-            operations.append(operation)
-            storage = .many(operations)
-        }
+    mutating func append(_ element: Element) {
+        storage.append(element)
     }
 
-    mutating func replaceSubrange<Elements: Collection<Element>>(
-        _ subrange: Range<Int>, with newElements: Elements
-    ) {
-        var operations = array
-        storage = .many([])
-        operations.replaceSubrange(subrange, with: newElements)
-        self = SmallList(array: operations)
+    mutating func replaceSubrange<Elements: Collection<Element>>(_ subrange: Range<Int>, with newElements: Elements) {
+        var elements = array
+        storage = Storage(many: [])
+        elements.replaceSubrange(subrange, with: newElements)
+        self = SmallList(array: elements)
     }
 
     mutating func removeAll(where shouldBeRemoved: (Element) throws -> Bool) rethrows {
-        switch storage {
-        case .one(let operation):
-            if try shouldBeRemoved(operation) { storage = .many([]) }
-        case .many(var operations):
-            storage = .many([])
-            try operations.removeAll(where: shouldBeRemoved)
-            self = SmallList(array: operations)
+        switch storage.shape {
+        case .one(let element):
+            if try shouldBeRemoved(element) { storage = Storage(many: []) }
+        case .many(var elements):
+            storage = Storage(many: [])
+            try elements.removeAll(where: shouldBeRemoved)
+            self = SmallList(array: elements)
         }
     }
 }
 
+/// The two shapes of a ``SmallList``, as a transient value.
+enum SmallListShape<Element> {
+    case one(Element)
+    case many([Element])
+}
+
+/// The storage of a ``SmallList``: a non-generic enum with a one-element case and an array case.
+protocol SmallListStorage {
+    associatedtype Element
+    init(one: Element)
+    init(many: [Element])
+    var shape: SmallListShape<Element> { get }
+    /// Appends in place (written for each concrete enum: only a non-generic `switch` lets the
+    /// optimiser grow the array without copying it or its references).
+    mutating func append(_ element: Element)
+}
+
 /// Operations, retained.
-typealias OperationList = SmallList<ConcurrentOperation>
+typealias OperationList = SmallList<RetainedOperations>
 
 /// Operations, not retained: for `dependents`, whose entries are kept alive by their queues (see
 /// `ConcurrentOperation.dependents`).
-typealias UnretainedOperationList = SmallList<Unmanaged<ConcurrentOperation>>
+typealias UnretainedOperationList = SmallList<UnretainedOperations>
+
+enum RetainedOperations: SmallListStorage {
+    case one(ConcurrentOperation)
+    case many([ConcurrentOperation])
+
+    init(one: ConcurrentOperation) { self = .one(one) }
+    init(many: [ConcurrentOperation]) { self = .many(many) }
+
+    var shape: SmallListShape<ConcurrentOperation> {
+        switch self {
+        case .one(let operation): .one(operation)
+        case .many(let operations): .many(operations)
+        }
+    }
+
+    mutating func append(_ operation: ConcurrentOperation) {
+        switch self {
+        case .one(let first):
+            self = .many([first, operation])
+        case .many(var operations):
+            if operations.isEmpty {
+                self = .one(operation)
+                return
+            }
+            self = .many([])  // keep the array uniquely referenced while it grows
+            operations.append(operation)
+            self = .many(operations)
+        }
+    }
+}
+
+enum UnretainedOperations: SmallListStorage {
+    case one(Unmanaged<ConcurrentOperation>)
+    case many([Unmanaged<ConcurrentOperation>])
+
+    init(one: Unmanaged<ConcurrentOperation>) { self = .one(one) }
+    init(many: [Unmanaged<ConcurrentOperation>]) { self = .many(many) }
+
+    var shape: SmallListShape<Unmanaged<ConcurrentOperation>> {
+        switch self {
+        case .one(let operation): .one(operation)
+        case .many(let operations): .many(operations)
+        }
+    }
+
+    mutating func append(_ operation: Unmanaged<ConcurrentOperation>) {
+        switch self {
+        case .one(let first):
+            self = .many([first, operation])
+        case .many(var operations):
+            if operations.isEmpty {
+                self = .one(operation)
+                return
+            }
+            self = .many([])  // keep the array uniquely referenced while it grows
+            operations.append(operation)
+            self = .many(operations)
+        }
+    }
+}
