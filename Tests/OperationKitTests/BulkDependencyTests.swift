@@ -1,0 +1,82 @@
+import Dispatch
+import OperationKit
+import OperationKitTestSupport
+import Testing
+
+/// `addDependencies(_:)`, the bulk form of `addDependency(_:)`, and what a cancelled dependent
+/// leaves behind in the dependencies it never waited for.
+@Suite("D. Bulk dependencies and cancelled dependents")
+struct BulkDependencyTests {
+    @Test("addDependencies before enqueueing: the dependent waits for every one")
+    func bulkBeforeEnqueue() throws {
+        let queue = ConcurrentOperationQueue(name: "bulk")
+        queue.isSuspended = true
+        let finished = AtomicCounter()
+        let sources = (0..<50).map { index in ClosureOperation(name: "s\(index)") { finished.increment() } }
+        let seen = Recorder<Int>()
+        let sink = ClosureOperation(name: "sink") { seen.record(finished.value) }
+        try sink.addDependencies(sources)
+        #expect(sink.dependencies.count == 50)
+        #expect(!sink.isReady)
+        try queue.addOperations([sink] + sources, waitUntilFinished: false)
+        queue.isSuspended = false
+        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(seen.values == [50])
+    }
+
+    @Test("addDependencies on an enqueued operation registers each edge and detects a cycle")
+    func bulkWhileEnqueued() throws {
+        let queue = ConcurrentOperationQueue(name: "bulk-enqueued")
+        queue.isSuspended = true
+        let a = ClosureOperation(name: "a") {}
+        let b = ClosureOperation(name: "b") {}
+        let c = ClosureOperation(name: "c") {}
+        try c.addDependency(b)
+        try queue.addOperations([a, b, c], waitUntilFinished: false)
+        // b waits for a: fine. Then a waiting for c closes a → c → b → a.
+        try b.addDependencies([a])
+        let error = caughtOperationError { try a.addDependencies([c]) }
+        #expect(error?.code == .dependencyCycle)
+        #expect(Set(error?.operationNames ?? []) == ["a", "b", "c"])
+        #expect(a.dependencies.isEmpty, "the refused edge is not kept")
+        queue.isSuspended = false
+        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+    }
+
+    @Test("addDependencies refuses self and a started operation, adding nothing")
+    func bulkRefusals() throws {
+        let a = ClosureOperation(name: "a") {}
+        let b = ClosureOperation(name: "b") {}
+        #expect(caughtOperationError { try b.addDependencies([a, b]) }?.code == .selfDependency)
+        #expect(b.dependencies.isEmpty)
+        try b.start()
+        #expect(caughtOperationError { try b.addDependencies([a]) }?.code == .dependentAlreadyFinished)
+        #expect(b.dependencies.isEmpty)
+    }
+
+    @Test("cancelled dependents are released before their dependency finishes, and it finishes cleanly")
+    func cancelledDependentsLeaveTheirDependency() throws {
+        let queue = ConcurrentOperationQueue(name: "cancelled-dependents")
+        let gate = Gate()
+        let dependency = ClosureOperation(name: "dependency") { _ = gate.wait(timeout: operationTestTimeout) }
+        let count = 200
+        let released = Latch(count: count)
+        var dependents: [DeallocationProbeOperation] = []
+        for index in 0..<count {
+            let dependent = DeallocationProbeOperation(name: "d\(index)", deallocated: released)
+            try dependent.addDependency(dependency)
+            dependents.append(dependent)
+        }
+        try queue.addOperations([dependency] + dependents, waitUntilFinished: false)
+        for dependent in dependents { dependent.cancel() }
+        for dependent in dependents { #expect(dependent.waitUntilFinished(timeout: operationTestTimeout)) }
+        // The dependency is still executing; its dependents have finished and are let go.
+        #expect(!dependency.isFinished)
+        dependents.removeAll()
+        #expect(released.wait(timeout: operationTestTimeout), "every cancelled dependent was deallocated")
+        // Finishing now must not touch them.
+        gate.open()
+        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(dependency.isFinished)
+    }
+}
