@@ -279,31 +279,9 @@ open class ConcurrentOperation {
         guard case .success(let finished) = outcome else { return false }
         finished.completion?()
 
-        // From here on no dependent can register; take those that did (see `LifeFlags`).
-        var readyInSameQueue = OperationList()
-        let flags = lifeFlags.bitwiseOr(LifeFlags.finished, ordering: .sequentiallyConsistent).oldValue
-        if flags & LifeFlags.hasDependents != 0 {
-            // Release the dependents under the graph lock: entries are not retained, and each is
-            // alive while it is listed (see `dependents`). Only those this finish made runnable
-            // are retained, to be handed to their queues.
-            readyInSameQueue = DependencyGraph.lock.withLock {
-                var runnable = OperationList()
-                for entry in dependents where entry._withUnsafeGuaranteedRef({ $0.dependencyDidFinish() }) {
-                    runnable.append(entry.takeUnretainedValue())
-                }
-                dependents = UnretainedOperationList()
-                return runnable
-            }
-        }
+        var readyInSameQueue = releaseDependents()
         if finished.wasCancelled && finished.queue != nil && finished.registeredDependencyCount > 0 {
-            // Finished without waiting for its dependencies: leave their `dependents` lists before
-            // the queue releases this operation. (Not only those of unfinished dependencies: one
-            // that has just set its finished flag may not have released its list yet.)
-            DependencyGraph.lock.withLock {
-                for dependency in finished.dependencies.prefix(finished.registeredDependencyCount) {
-                    while DependencyGraph.unregister(self, from: dependency) {}
-                }
-            }
+            leaveDependents(of: finished.dependencies.prefix(finished.registeredDependencyCount))
         }
         // Hand the dependents of other queues to their queues now; keep those of this one.
         readyInSameQueue.removeAll { dependent in
@@ -330,6 +308,35 @@ open class ConcurrentOperation {
         for waiter in finished.waiters { waiter.resume() }
         withExtendedLifetime(finished.dependencies) {}
         return true
+    }
+
+    /// Marks the operation finished for its dependents (no dependent can register from here on;
+    /// see `LifeFlags`) and releases those that did: each one's count drops by one. Returns,
+    /// retained, those that this made runnable.
+    private func releaseDependents() -> OperationList {
+        let flags = lifeFlags.bitwiseOr(LifeFlags.finished, ordering: .sequentiallyConsistent).oldValue
+        guard flags & LifeFlags.hasDependents != 0 else { return OperationList() }
+        // Under the graph lock: the entries are not retained, and each is alive while it is
+        // listed (see `dependents`).
+        return DependencyGraph.lock.withLock {
+            var runnable = OperationList()
+            for entry in dependents where entry._withUnsafeGuaranteedRef({ $0.dependencyDidFinish() }) {
+                runnable.append(entry.takeUnretainedValue())
+            }
+            dependents = UnretainedOperationList()
+            return runnable
+        }
+    }
+
+    /// A cancelled operation finished without waiting for its dependencies: it leaves their
+    /// `dependents` lists before its queue releases it. (Not only the lists of unfinished
+    /// dependencies: one that has just set its finished flag may not have released its list yet.)
+    private func leaveDependents(of dependencies: Slice<OperationList>) {
+        DependencyGraph.lock.withLock {
+            for dependency in dependencies {
+                while DependencyGraph.unregister(self, from: dependency) {}
+            }
+        }
     }
 
     private struct Finished {
