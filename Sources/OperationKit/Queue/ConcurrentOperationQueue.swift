@@ -32,26 +32,26 @@ public final class ConcurrentOperationQueue {
     /// The quality of service of the workers (and so of the operations that do not set their own).
     public let qualityOfService: DispatchQoS.QoSClass
 
-    private let target: DispatchQueue
-    private let lock = Lock()
+    let target: DispatchQueue
+    let lock = Lock()
 
     // protected by `lock`
-    private var _name: String?
-    private var _maxConcurrentOperationCount = ConcurrentOperationQueue.defaultMaxConcurrentOperationCount
-    private var _isSuspended = false
+    var _name: String?
+    var _maxConcurrentOperationCount = ConcurrentOperationQueue.defaultMaxConcurrentOperationCount
+    var _isSuspended = false
     /// Concurrency slots in use: workers looking for work plus operations executing.
-    private var activeSlots = 0
-    private var ready = ReadyList()
+    var activeSlots = 0
+    var ready = ReadyList()
     /// All operations in the queue that have not finished, linked through `queueNext`. The list
     /// holds one retain on each (taken in `insert`, given back in `operationDidFinish`), and the
     /// queue retains itself while the list is not empty, so that operations can refer to it
     /// without retaining it.
-    private var first: Unmanaged<ConcurrentOperation>?
-    private var last: Unmanaged<ConcurrentOperation>?
-    private var count = 0
-    private var waiters: [Waiter] = []
+    var first: Unmanaged<ConcurrentOperation>?
+    var last: Unmanaged<ConcurrentOperation>?
+    var count = 0
+    var waiters: [Waiter] = []
     /// The barrier that operations added now must wait for.
-    private var barrier: ConcurrentOperation?
+    var barrier: ConcurrentOperation?
 
     /// Creates a queue.
     ///
@@ -282,187 +282,6 @@ public final class ConcurrentOperationQueue {
             }
             return true
         }
-    }
-
-    // MARK: Scheduling internals
-
-    /// Claims `operation` for this queue and registers its dependencies. Leaves it flagged
-    /// `enqueuing`, so that nothing pushes it to the ready list before `insert` does.
-    private func prepare(
-        _ operation: ConcurrentOperation, barrier pendingBarrier: ConcurrentOperation?
-    ) throws(OperationError) -> ConcurrentOperation.QueuePriority {
-        typealias Claim = (refusal: OperationError.Code?, priority: ConcurrentOperation.QueuePriority, hasDependencies: Bool)
-        let claim = operation.machine.lock.withLock { () -> Claim in
-            if let queue = operation.queueReference {
-                let same = queue.toOpaque() == Unmanaged.passUnretained(self).toOpaque()
-                return (same ? .alreadyEnqueued : .enqueuedInAnotherQueue, .normal, false)
-            }
-            let lifecycle = operation.machine.lifecycle
-            if lifecycle.isFinished { return (.alreadyFinished, .normal, false) }
-            if !lifecycle.isReady { return (.alreadyStarted, .normal, false) }
-            operation.queueReference = Unmanaged.passUnretained(self)
-            if let pendingBarrier, pendingBarrier !== operation {
-                operation._dependencies.append(pendingBarrier)
-            }
-            operation.readiness.store(
-                Readiness.enqueuing | (lifecycle.isCancelled ? Readiness.cancelled : 0), ordering: .releasing)
-            operation.queuedQualityOfService = operation.qualityOfServiceLocked
-            return (nil, operation.queuePriorityLocked, !operation._dependencies.isEmpty)
-        }
-        if let refusal = claim.refusal {
-            throw OperationError(refusal, operations: [operation.displayName], "cannot add to \(displayName)")
-        }
-        let priority = claim.priority
-        if !claim.hasDependencies { return priority }
-        do {
-            try DependencyGraph.registerDependencies(of: operation)
-        } catch {
-            operation.machine.lock.withLock {
-                operation.queueReference = nil
-                operation.processedDependencyCount = 0
-                if let pendingBarrier, let index = operation._dependencies.lastIndex(where: { $0 === pendingBarrier }) {
-                    operation._dependencies.remove(at: index)
-                }
-            }
-            operation.readiness.store(0, ordering: .releasing)
-            throw error
-        }
-        return priority
-    }
-
-    /// Links prepared operations into the queue and releases their `enqueuing` flag.
-    private func insert<Operations: Collection<(ConcurrentOperation, ConcurrentOperation.QueuePriority)>>(
-        _ operations: Operations
-    ) {
-        if operations.isEmpty { return }
-        let spawn = lock.withLock {
-            if count == 0 { _ = Unmanaged.passUnretained(self).retain() }
-            for (operation, priority) in operations {
-                operation.queuedPriority = priority
-                let entry = Unmanaged.passRetained(operation)
-                operation.queueNext = nil
-                operation.queuePrevious = last
-                if let last { last._withUnsafeGuaranteedRef { $0.queueNext = entry } } else { first = entry }
-                last = entry
-                count += 1
-                let value = operation.readiness.bitwiseAnd(~Readiness.enqueuing, ordering: .acquiringAndReleasing)
-                if Readiness.isRunnable(value.newValue) { ready.push(operation) }
-            }
-            return reserveWorkers()
-        }
-        startWorkers(spawn)
-    }
-
-    /// Operations that became runnable (their last dependency finished, or they were cancelled).
-    func makeReady(_ operations: [ConcurrentOperation]) {
-        let spawn = lock.withLock {
-            for operation in operations { ready.push(operation) }
-            return reserveWorkers()
-        }
-        startWorkers(spawn)
-    }
-
-    /// Counts a new dependency of `operation` unless a worker has already taken it.
-    func holdBackIfNotDispatched(_ operation: ConcurrentOperation) -> Bool {
-        lock.withLock {
-            if operation.isDispatched { return false }
-            operation.readiness.add(1, ordering: .acquiringAndReleasing)
-            return true
-        }
-    }
-
-    /// `operation` finished on some thread: unlink it, return its slot if it held one, queue the
-    /// dependents it released, and wake waiters if the queue is now empty.
-    func operationDidFinish(_ operation: ConcurrentOperation, releasesSlot: Bool, newlyReady: OperationList) {
-        // A worker that still holds its slot for this operation will take one entry itself.
-        let effects = lock.withLock {
-            removeLocked(operation, releasesSlot: releasesSlot, newlyReady: newlyReady, returningWorkers: releasesSlot ? 0 : 1)
-        }
-        apply(effects, finished: operation)
-    }
-
-    /// What is left to do, without the lock, after an operation left the queue.
-    private struct RemovalEffects {
-        var spawn: Int
-        var waiters: [Waiter]
-        var emptied: Bool
-    }
-
-    /// Under `lock`: unlinks a finished operation and queues the dependents it released.
-    private func removeLocked(
-        _ operation: ConcurrentOperation, releasesSlot: Bool, newlyReady: OperationList, returningWorkers: Int
-    ) -> RemovalEffects {
-        let next = operation.queueNext
-        let previous = operation.queuePrevious
-        if let next { next._withUnsafeGuaranteedRef { $0.queuePrevious = previous } } else { last = previous }
-        if let previous { previous._withUnsafeGuaranteedRef { $0.queueNext = next } } else { first = next }
-        operation.queueNext = nil
-        operation.queuePrevious = nil
-        count -= 1
-        if releasesSlot { activeSlots -= 1 }
-        if barrier === operation { barrier = nil }
-        for dependent in newlyReady { ready.push(dependent) }
-        let spawn = reserveWorkers(returningWorkers: returningWorkers)
-        guard count == 0 else { return RemovalEffects(spawn: spawn, waiters: [], emptied: false) }
-        defer { waiters = [] }
-        return RemovalEffects(spawn: spawn, waiters: waiters, emptied: true)
-    }
-
-    private func apply(_ effects: RemovalEffects, finished operation: ConcurrentOperation) {
-        // The list's retain on the operation (the caller still holds it), …
-        Unmanaged.passUnretained(operation).release()
-        startWorkers(effects.spawn)
-        for waiter in effects.waiters { waiter.resume() }
-        // … and, last of all, the queue's retain on itself.
-        if effects.emptied { Unmanaged.passUnretained(self).release() }
-    }
-
-    /// Under `lock`: claims slots for new workers, one per ready entry not already covered by a
-    /// worker that is about to look for work, up to the limit.
-    private func reserveWorkers(returningWorkers: Int = 0) -> Int {
-        if _isSuspended || ready.isEmpty { return 0 }
-        let spawn = min(ready.count - returningWorkers, _maxConcurrentOperationCount - activeSlots)
-        guard spawn > 0 else { return 0 }
-        activeSlots += spawn
-        return spawn
-    }
-
-    private func startWorkers(_ count: Int) {
-        for _ in 0..<count {
-            target.async { self.runWorker() }
-        }
-    }
-
-    /// A worker: holds one slot and runs ready operations one after another, until none is left
-    /// or an operation keeps the slot because it finishes after `execute()` returned.
-    private func runWorker() {
-        CurrentQueue.with(self) {
-            var next = lock.withLock { nextOrReleaseSlot() }
-            while let operation = next {
-                switch operation.runOnWorker(of: self) {
-                case .keepSlot:
-                    next = lock.withLock { nextOrReleaseSlot() }
-                case .finishedOnWorker(let newlyReady):
-                    let effects: RemovalEffects
-                    (effects, next) = lock.withLock {
-                        let effects = removeLocked(operation, releasesSlot: false, newlyReady: newlyReady, returningWorkers: 1)
-                        return (effects, nextOrReleaseSlot())
-                    }
-                    apply(effects, finished: operation)
-                case .slotHandedOver:
-                    next = nil
-                }
-            }
-        }
-    }
-
-    /// Under `lock`: the next operation to run, or `nil` after giving the worker's slot back.
-    private func nextOrReleaseSlot() -> ConcurrentOperation? {
-        if !_isSuspended && activeSlots <= _maxConcurrentOperationCount, let operation = ready.pop() {
-            return operation
-        }
-        activeSlots -= 1
-        return nil
     }
 
     /// Under `lock`: the unfinished operations.
