@@ -247,8 +247,12 @@ open class ConcurrentOperation {
     /// its dependencies. An executing operation is only told; it must finish itself. Cancelling a
     /// finished operation does nothing. Overrides must call `super.cancel()`.
     open func cancel() {
-        guard machine.cancel() else { return }
-        let queue = machine.lock.withLock { self.queue }
+        // One critical section sets the flag and reads the queue. (The machine of a
+        // ConcurrentOperation has no cancellation block to run.)
+        let queue = machine.lock.withLock { () -> ConcurrentOperationQueue? in
+            guard case .runCancellationBlock = machine.lifecycle.cancel() else { return nil }
+            return self.queue
+        }
         guard let queue else { return }
         if Readiness.becameRunnableByCancelling(readiness.bitwiseOr(Readiness.cancelled, ordering: .acquiringAndReleasing).oldValue) {
             queue.makeReady([self])
