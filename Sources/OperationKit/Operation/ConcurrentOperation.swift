@@ -126,6 +126,16 @@ open class ConcurrentOperation {
         _name = name
     }
 
+    deinit {
+        // An operation that never finished may hold the last reference to a long chain: move the
+        // list out of the field, so that the field's own release finds it empty.
+        if !_dependencies.isEmpty {
+            let dependencies = _dependencies
+            _dependencies = OperationList()
+            ChainRelease.release(consume dependencies)
+        }
+    }
+
     // MARK: Foundation's surface
 
     /// A name for logs and errors. Readable and writable from any thread.
