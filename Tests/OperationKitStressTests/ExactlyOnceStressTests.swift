@@ -55,11 +55,15 @@ extension StressTests {
                 let operation = ClosureOperation(name: "race\(index)", asynchronous: { operation in
                     tally.recordStart(clock)
                     if index % 2 == 0 {
-                        // Finish before execute() returns, from several threads at once.
+                        // Finish before execute() returns, from several threads at once. (The
+                        // group covers the recording: the queue may drain before the winning
+                        // racer has recorded its win.)
+                        racers.enter()
                         DispatchQueue.concurrentPerform(iterations: 4) { racer in
                             if racer % 2 == 1 { operation.cancel() }
                             tally.recordFinish(operation.finish())
                         }
+                        racers.leave()
                     } else {
                         // Finish later, from global-queue blocks racing each other and the worker.
                         for racer in 0..<3 {

@@ -1,7 +1,8 @@
 import Dispatch
 
 extension ConcurrentOperation {
-    /// Blocks the calling thread until the operation has finished.
+    /// Blocks the calling thread until the operation has finished and its completion block has
+    /// run.
     ///
     /// Do not call it from the operation's own ``execute()``: the operation could never finish.
     public final func waitUntilFinished() {
@@ -18,11 +19,7 @@ extension ConcurrentOperation {
 
     private func wait(timeout: Duration?) -> Bool {
         let semaphore = DispatchSemaphore(value: 0)
-        let alreadyFinished = machine.lock.withLock {
-            if machine.lifecycle.isFinished { return true }
-            waiters.append(.semaphore(semaphore))
-            return false
-        }
+        let alreadyFinished = machine.lock.withLock { !addWaiter(.semaphore(semaphore)) }
         if alreadyFinished { return true }
         guard let timeout else {
             semaphore.wait()
@@ -43,11 +40,7 @@ extension ConcurrentOperation {
     /// Cancelling the waiting task does not cancel the operation and does not end the wait.
     public final func waitUntilFinished() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let alreadyFinished = machine.lock.withLock {
-                if machine.lifecycle.isFinished { return true }
-                waiters.append(.continuation(continuation))
-                return false
-            }
+            let alreadyFinished = machine.lock.withLock { !addWaiter(.continuation(continuation)) }
             if alreadyFinished { continuation.resume() }
         }
     }

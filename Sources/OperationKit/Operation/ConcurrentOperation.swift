@@ -281,10 +281,9 @@ open class ConcurrentOperation {
     final func finishAfterStart(asLastStep: Bool = false) -> Bool {
         let outcome = machine.finish {
             let taken = Finished(
-                completion: _completionBlock, waiters: waiters, queue: queueReference, dependencies: _dependencies,
+                completion: _completionBlock, queue: queueReference, dependencies: _dependencies,
                 registeredDependencyCount: processedDependencyCount, wasCancelled: machine.lifecycle.isCancelled)
             _completionBlock = nil
-            waiters = []
             queueReference = nil
             _dependencies = OperationList()
             processedDependencyCount = 0
@@ -293,7 +292,8 @@ open class ConcurrentOperation {
         guard case .success(let finished) = outcome else { return false }
         finished.completion?()
 
-        var readyInSameQueue = releaseDependents()
+        let (released, waiters) = announceFinish()
+        var readyInSameQueue = released
         if finished.wasCancelled && finished.queue != nil && finished.registeredDependencyCount > 0 {
             leaveDependents(of: finished.dependencies.prefix(finished.registeredDependencyCount))
         }
@@ -319,20 +319,28 @@ open class ConcurrentOperation {
                 $0.operationDidFinish(self, releasesSlot: releasesSlot, newlyReady: readyInSameQueue)
             }
         }
-        for waiter in finished.waiters { waiter.resume() }
+        for waiter in waiters { waiter.resume() }
         withExtendedLifetime(finished.dependencies) {}
         return true
     }
 
-    /// Marks the operation finished for its dependents (no dependent can register from here on;
-    /// see `LifeFlags`) and releases those that did: each one's count drops by one. Returns,
-    /// retained, those that this made runnable.
-    private func releaseDependents() -> OperationList {
+    /// Tells dependents and waiters that the operation has finished, its completion block done:
+    /// from here on no dependent registers and no waiter waits (see `LifeFlags`). Releases the
+    /// dependents that did register — each one's count drops by one — and returns, retained,
+    /// those this made runnable, and the waiters to resume.
+    private func announceFinish() -> (runnable: OperationList, waiters: [Waiter]) {
         let flags = lifeFlags.bitwiseOr(LifeFlags.finished, ordering: .sequentiallyConsistent).oldValue
-        guard flags & LifeFlags.hasDependents != 0 else { return OperationList() }
+        var waiting: [Waiter] = []
+        if flags & LifeFlags.hasWaiters != 0 {
+            waiting = machine.lock.withLock {
+                defer { waiters = [] }
+                return waiters
+            }
+        }
+        guard flags & LifeFlags.hasDependents != 0 else { return (OperationList(), waiting) }
         // Under the graph lock: the entries are not retained, and each is alive while it is
         // listed (see `dependents`).
-        return DependencyGraph.lock.withLock {
+        let runnable = DependencyGraph.lock.withLock {
             var runnable = OperationList()
             for entry in dependents where entry._withUnsafeGuaranteedRef({ $0.dependencyDidFinish() }) {
                 runnable.append(entry.takeUnretainedValue())
@@ -340,6 +348,7 @@ open class ConcurrentOperation {
             dependents = UnretainedOperationList()
             return runnable
         }
+        return (runnable, waiting)
     }
 
     /// A cancelled operation finished without waiting for its dependencies: it leaves their
@@ -355,7 +364,6 @@ open class ConcurrentOperation {
 
     private struct Finished {
         var completion: (@Sendable () -> Void)?
-        var waiters: [Waiter]
         var queue: Unmanaged<ConcurrentOperationQueue>?
         var dependencies: OperationList
         var registeredDependencyCount: Int
@@ -453,12 +461,27 @@ enum SlotHandoff {
 /// and, if it sees `hasDependents`, takes its dependents under the graph lock. Both sides use
 /// read-modify-writes of one atomic, so one of them always sees the other: a dependent is either
 /// refused (its dependency has finished) or taken by the finish.
+///
+/// Waiters meet a finish the same way: `waitUntilFinished()` sets `hasWaiters` (under the
+/// operation's lock, with its append) and waits only if `finished` was not set; the finish, after
+/// the completion block, sets `finished` and takes the waiters only if `hasWaiters` was set. So a
+/// wait returns only once the completion block has run.
 enum LifeFlags {
     static let finished: UInt8 = 1
     static let hasDependents: UInt8 = 2
+    static let hasWaiters: UInt8 = 4
 }
 
 extension ConcurrentOperation {
+    /// Under `machine.lock`: adds `waiter` unless the operation has announced its finish (its
+    /// completion block has run). Returns whether it was added.
+    func addWaiter(_ waiter: Waiter) -> Bool {
+        let previous = lifeFlags.bitwiseOr(LifeFlags.hasWaiters, ordering: .sequentiallyConsistent).oldValue
+        if previous & LifeFlags.finished != 0 { return false }
+        waiters.append(waiter)
+        return true
+    }
+
     /// Whether the operation has finished, read without a lock.
     var hasFinished: Bool { lifeFlags.load(ordering: .sequentiallyConsistent) & LifeFlags.finished != 0 }
 
