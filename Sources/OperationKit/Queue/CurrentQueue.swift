@@ -10,11 +10,21 @@ import Darwin
 struct ThreadLocalReference<Object: AnyObject>: @unchecked Sendable {  // the key is immutable
     private let key: pthread_key_t
 
-    init() {
+    /// - Parameter ownsValues: Whether a value set with ``setRetained(_:)`` is released when its
+    ///   thread exits. Otherwise values are never retained (see ``with(_:_:)``).
+    init(ownsValues: Bool = false) {
         var key = pthread_key_t()
-        let result = pthread_key_create(&key, nil)
+        let result = ownsValues
+            ? pthread_key_create(&key) { raw in if let raw { Unmanaged<AnyObject>.fromOpaque(raw).release() } }
+            : pthread_key_create(&key, nil)
         precondition(result == 0, "pthread_key_create failed with \(result)")
         self.key = key
+    }
+
+    /// Sets this thread's value, retained until the thread exits. Only for a key that owns its
+    /// values, and only once per thread.
+    func setRetained(_ object: Object) {
+        pthread_setspecific(key, Unmanaged<AnyObject>.passRetained(object).toOpaque())
     }
 
     var value: Object? {

@@ -1,11 +1,3 @@
-#if canImport(Glibc)
-@preconcurrency import Glibc
-#elseif canImport(Musl)
-@preconcurrency import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// Releases dependency lists one at a time instead of recursively.
 ///
 /// An operation that never finished still holds its dependencies, each of which may hold its
@@ -21,21 +13,12 @@ enum ChainRelease {
         var isDraining = false
     }
 
-    private static let key: pthread_key_t = {
-        var key = pthread_key_t()
-        let result = pthread_key_create(&key) { raw in
-            if let raw { Unmanaged<AnyObject>.fromOpaque(raw).release() }
-        }
-        precondition(result == 0, "pthread_key_create failed with \(result)")
-        return key
-    }()
+    private static let perThread = ThreadLocalReference<Pending>(ownsValues: true)
 
     private static var pending: Pending {
-        if let raw = pthread_getspecific(key) {
-            return Unmanaged<AnyObject>.fromOpaque(raw).takeUnretainedValue() as! Pending
-        }
+        if let pending = perThread.value { return pending }
         let pending = Pending()
-        pthread_setspecific(key, Unmanaged<AnyObject>.passRetained(pending).toOpaque())
+        perThread.setRetained(pending)
         return pending
     }
 
