@@ -209,6 +209,7 @@ open class ConcurrentOperation {
     ///   ``OperationError/Code-swift.struct/alreadyStarted`` or
     ///   ``OperationError/Code-swift.struct/alreadyFinished`` if it already ran. Nothing changed.
     public final func start() throws(OperationError) {
+        if let refusal = refusalOfManualStart() { throw refusal }
         let (inQueue, dependencies) = machine.lock.withLock { (queue != nil, _dependencies) }
         if inQueue {
             throw OperationError(.managedByQueue, operations: [displayName], "a queue starts this operation")
@@ -224,13 +225,17 @@ open class ConcurrentOperation {
         }
         switch action {
         case .execute:
-            execute()
+            performExecute()
         case .finishWithoutExecuting:
             finishWithoutExecuting()
         case .refuse(let code):
             throw OperationError(code, operations: [displayName], "start() refused")
         }
     }
+
+    /// Checks a subclass makes before ``start()`` by hand; ``ProcedureOperation`` refuses when it
+    /// has conditions, which only a queue evaluates.
+    func refusalOfManualStart() -> OperationError? { nil }
 
     /// The work. Override it, and call ``finish()`` when the work is done — before returning or
     /// later, from any thread. The default implementation finishes at once.
@@ -248,8 +253,13 @@ open class ConcurrentOperation {
     /// The completion block, then the release of dependents and waiters, happen on the calling
     /// thread before this returns.
     @discardableResult
-    public final func finish() -> Bool {
+    public func finish() -> Bool {
         finishAfterStart()
+    }
+
+    /// Runs ``execute()``; ``ProcedureOperation`` wraps it in its will- and did-execute events.
+    func performExecute() {
+        execute()
     }
 
     /// Cancels the operation: sets ``isCancelled`` (once). An operation that has not started will
@@ -291,6 +301,8 @@ open class ConcurrentOperation {
         }
         guard case .success(let finished) = outcome else { return false }
         finished.completion?()
+        // The queue is alive: it counts this operation until `operationDidFinish`.
+        finished.queue?._withUnsafeGuaranteedRef { $0.notifyDelegate(didFinish: self) }
 
         let (released, waiters) = announceFinish()
         var readyInSameQueue = released
@@ -373,7 +385,7 @@ open class ConcurrentOperation {
     /// Finishes an operation that was cancelled before it started, without executing it, then
     /// lets it release what its work would have used (with no lock held: releasing a closure
     /// runs the deinitialisers of whatever it captured).
-    private final func finishWithoutExecuting() {
+    func finishWithoutExecuting() {
         finishAfterStart(asLastStep: true)
         didFinishWithoutExecuting()
     }
@@ -383,6 +395,21 @@ open class ConcurrentOperation {
     /// for such an operation, so nothing else touches the work it holds. ``ClosureOperation``
     /// drops its closure here.
     func didFinishWithoutExecuting() {}
+
+    /// Called by a queue worker that took the operation, before it starts it. Returns `false` when
+    /// the operation is not ready to start after all (a procedure whose conditions are still being
+    /// evaluated); it is then put back in the ready list with ``ConcurrentOperationQueue/requeue(_:)``.
+    func prepareToRun(on queue: ConcurrentOperationQueue) -> Bool { true }
+
+    /// Under `machine.lock`: a queue has just claimed the operation. Must not call out.
+    func didClaim() {}
+
+    /// Under `machine.lock`: the claim was undone (registering a dependency failed).
+    func didUnclaim() {}
+
+    /// Operations the queue must add, as dependencies of this one, before it adds this one (a
+    /// procedure's condition dependencies). Called by the queue's `addOperation`.
+    func operationsToEnqueueFirst(in queue: ConcurrentOperationQueue) -> [ConcurrentOperation] { [] }
 
     /// A registered dependency finished. Returns `true` if this made the operation runnable.
     final func dependencyDidFinish() -> Bool {
@@ -410,6 +437,9 @@ open class ConcurrentOperation {
     final func runOnWorker(of queue: ConcurrentOperationQueue) -> WorkerOutcome {
         slotHandoff.store(SlotHandoff.workerHolds, ordering: .releasing)
         return WorkerOperation.with(self) {
+            // A procedure evaluates its conditions first; while they are pending it leaves the
+            // worker, and its queue runs it again once they are done.
+            guard prepareToRun(on: queue) else { return .keepSlot }
             switch machine.startInline() {
             case .execute:
                 let qos = queuedQualityOfService
@@ -418,10 +448,10 @@ open class ConcurrentOperation {
                     // underlying queue that all work must run on): run it on that global queue.
                     // The slot goes with it until it finishes.
                     slotHandoff.store(SlotHandoff.workerLeft, ordering: .releasing)
-                    DispatchQueue.global(qos: qos).async { CurrentQueue.with(queue) { self.execute() } }
+                    DispatchQueue.global(qos: qos).async { CurrentQueue.with(queue) { self.performExecute() } }
                     return .slotHandedOver
                 }
-                execute()
+                performExecute()
             case .finishWithoutExecuting:
                 finishWithoutExecuting()
             case .refuse:

@@ -25,6 +25,7 @@ extension ConcurrentOperationQueue {
             operation.readiness.store(
                 Readiness.enqueuing | (lifecycle.isCancelled ? Readiness.cancelled : 0), ordering: .releasing)
             operation.queuedQualityOfService = operation.qualityOfServiceLocked
+            operation.didClaim()
             return (nil, operation.queuePriorityLocked, !operation._dependencies.isEmpty)
         }
         if let refusal = claim.refusal {
@@ -38,6 +39,7 @@ extension ConcurrentOperationQueue {
             operation.machine.lock.withLock {
                 operation.queueReference = nil
                 operation.processedDependencyCount = 0
+                operation.didUnclaim()
                 if let pendingBarrier, let index = operation._dependencies.lastIndex(where: { $0 === pendingBarrier }) {
                     operation._dependencies.remove(at: index)
                 }
@@ -75,6 +77,17 @@ extension ConcurrentOperationQueue {
     func makeReady(_ operations: [ConcurrentOperation]) {
         let spawn = lock.withLock {
             for operation in operations { ready.push(operation) }
+            return reserveWorkers()
+        }
+        startWorkers(spawn)
+    }
+
+    /// Puts back in the ready list an operation a worker took but did not start (see
+    /// ``ConcurrentOperation/prepareToRun(on:)``).
+    func requeue(_ operation: ConcurrentOperation) {
+        let spawn = lock.withLock {
+            operation.isDispatched = false
+            ready.push(operation)
             return reserveWorkers()
         }
         startWorkers(spawn)

@@ -1,4 +1,5 @@
 import Dispatch
+import Synchronization
 
 /// OperationKit's scheduler: runs ``ConcurrentOperation``s over Dispatch, honouring
 /// dependencies, priorities, a concurrency limit, suspension and cancellation.
@@ -52,6 +53,12 @@ public final class ConcurrentOperationQueue {
     var waiters: [Waiter] = []
     /// The barrier that operations added now must wait for.
     var barrier: ConcurrentOperation?
+    // protected by lock
+    weak var _delegate: (any ConcurrentOperationQueueDelegate)?
+    // protected by lock
+    var _eventHandlers: QueueEventHandlers?
+    /// Whether a delegate or event handlers are set: read without the lock on every add and finish.
+    let hasListeners = Atomic<Bool>(false)
 
     /// Creates a queue.
     ///
@@ -162,8 +169,12 @@ public final class ConcurrentOperationQueue {
     ///   ``OperationError/Code-swift.struct/dependencyCycle``. The operation was then not added,
     ///   and the queue carries on.
     public func addOperation(_ operation: ConcurrentOperation) throws(OperationError) {
+        notifyDelegate(willAdd: operation)
+        let first = operation.operationsToEnqueueFirst(in: self)
+        if !first.isEmpty { try? addOperations(first, waitUntilFinished: false) }
         let priority = try prepare(operation, barrier: lock.withLock { barrier })
         insert(CollectionOfOne((operation, priority)))
+        notifyDelegate(didAdd: operation)
     }
 
     /// Adds operations in one step and, if asked, blocks until they have all finished.
@@ -183,13 +194,19 @@ public final class ConcurrentOperationQueue {
         var firstError: OperationError?
         let pendingBarrier = lock.withLock { barrier }
         for operation in operations {
+            notifyDelegate(willAdd: operation)
             do {
+                let first = operation.operationsToEnqueueFirst(in: self)
+                if !first.isEmpty { try? addOperations(first, waitUntilFinished: false) }
                 accepted.append((operation, try prepare(operation, barrier: pendingBarrier)))
             } catch {
                 if firstError == nil { firstError = error }
             }
         }
         insert(accepted)
+        if hasListeners.load(ordering: .acquiring) {
+            for (operation, _) in accepted { notifyDelegate(didAdd: operation) }
+        }
         if waitUntilFinished {
             // Operations that were refused were never added, and never finish here.
             for operation in operations where operation.isEnqueued(in: self) || operation.isFinished {

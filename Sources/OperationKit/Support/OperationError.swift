@@ -22,6 +22,15 @@ public struct OperationError: Error, Hashable, Sendable, CustomStringConvertible
             case dependentAlreadyExecuting
             case dependentAlreadyFinished
             case invalidMaxConcurrentOperationCount
+            case conditionFailed
+            case dependenciesFailed
+            case dependenciesCancelled
+            case inputUnavailable
+            case timedOut
+            case tooLateToAddCondition
+            case tooLateToAddObserver
+            case requiresQueue
+            case notExecuting
         }
 
         private let value: Value
@@ -56,6 +65,27 @@ public struct OperationError: Error, Hashable, Sendable, CustomStringConvertible
         public static let dependentAlreadyFinished = Code(.dependentAlreadyFinished)
         /// A maximum concurrent operation count below 1.
         public static let invalidMaxConcurrentOperationCount = Code(.invalidMaxConcurrentOperationCount)
+        /// A condition of a ``ProcedureOperation`` was not met (a built-in condition's own failure;
+        /// a custom condition fails with whatever error it chooses).
+        public static let conditionFailed = Code(.conditionFailed)
+        /// ``NoFailedDependencies``: a dependency finished with errors. ``OperationError/underlyingErrors``
+        /// holds them.
+        public static let dependenciesFailed = Code(.dependenciesFailed)
+        /// ``NoFailedDependencies`` or ``NoCancelledDependencies``: a dependency was cancelled.
+        public static let dependenciesCancelled = Code(.dependenciesCancelled)
+        /// Result injection: the producer failed, was cancelled or finished without a value, so the
+        /// consumer was cancelled instead of running.
+        public static let inputUnavailable = Code(.inputUnavailable)
+        /// ``TimeoutObserver``: the procedure had not finished in time.
+        public static let timedOut = Code(.timedOut)
+        /// A condition was added to a procedure whose conditions are being (or were) evaluated.
+        public static let tooLateToAddCondition = Code(.tooLateToAddCondition)
+        /// An observer was added to a procedure that has started executing or finished.
+        public static let tooLateToAddObserver = Code(.tooLateToAddObserver)
+        /// `start()` by hand on a procedure with conditions: only a queue evaluates conditions.
+        public static let requiresQueue = Code(.requiresQueue)
+        /// ``ProcedureOperation/produce(_:)`` outside the procedure's execution, or without a queue.
+        public static let notExecuting = Code(.notExecuting)
 
         /// The code's name, for example `dependencyCycle`.
         public var description: String { "\(value)" }
@@ -67,6 +97,8 @@ public struct OperationError: Error, Hashable, Sendable, CustomStringConvertible
     public let operationNames: [String]
     /// A human-readable explanation.
     public let message: String
+    /// Errors that caused this one (for example the errors of failed dependencies).
+    public let underlyingErrors: [any Error]
     /// The source file that threw.
     public let file: String
     /// The source line that threw.
@@ -77,12 +109,14 @@ public struct OperationError: Error, Hashable, Sendable, CustomStringConvertible
         _ code: Code,
         operations operationNames: [String] = [],
         _ message: String,
+        underlying underlyingErrors: [any Error] = [],
         file: String = #fileID,
         line: Int = #line
     ) {
         self.code = code
         self.operationNames = operationNames
         self.message = message
+        self.underlyingErrors = underlyingErrors
         self.file = file
         self.line = line
     }

@@ -1,0 +1,157 @@
+// Conditions: adding them, the dependencies they produce, their evaluation once the procedure's
+// dependencies have finished, and mutual exclusivity.
+extension ProcedureOperation {
+    /// Adds a condition, evaluated once the procedure's dependencies have finished.
+    ///
+    /// The condition's dependency (if it makes one) is added to the procedure's queue together
+    /// with the procedure — or at once, if the procedure is already in a queue.
+    ///
+    /// - Throws: ``OperationError/Code-swift.struct/tooLateToAddCondition`` once evaluation has
+    ///   begun (or the procedure started or finished).
+    public func addCondition(_ condition: any OperationCondition) throws(OperationError) {
+        let (accepted, state, queue) = machine.lock.withLock { () -> (Bool, ProcedureState, ConcurrentOperationQueue?) in
+            guard procedureLifecycle.acceptsConditions && machine.lifecycle.isReady else {
+                return (false, procedureLifecycle.state, nil)
+            }
+            conditions.append(condition)
+            return (true, procedureLifecycle.state, conditionDependenciesMade ? self.queue : nil)
+        }
+        guard accepted else {
+            throw OperationError(
+                .tooLateToAddCondition, operations: [displayName], "conditions are already evaluated (state \(state))")
+        }
+        // Already in a queue, whose add has made the other conditions' dependencies: make this
+        // one's now.
+        if let queue {
+            let produced = ProducedDependencies.of(condition, for: self)
+            for dependency in produced {
+                try? addDependency(dependency)
+                try? queue.addOperation(dependency)
+            }
+            machine.lock.withLock { producedDependencies.append(contentsOf: produced) }
+        }
+    }
+
+    /// The conditions, in the order they were added.
+    public var conditionCount: Int { machine.lock.withLock { conditions.count } }
+
+    /// The dependencies the conditions produce, made once, when the queue adds the procedure.
+    func conditionDependenciesToEnqueue() -> [ConcurrentOperation] {
+        let taken = machine.lock.withLock { () -> ([any OperationCondition], [ConcurrentOperation])? in
+            guard !conditions.isEmpty, !conditionDependenciesMade, procedureLifecycle.state == .initialized,
+                  queueReference == nil, !procedureLifecycle.isCancelled
+            else { return nil }
+            conditionDependenciesMade = true
+            return (conditions, _dependencies.array)
+        }
+        guard let (conditions, directDependencies) = taken else { return [] }
+        let produced = conditions.flatMap { ProducedDependencies.of($0, for: self) }
+        guard !produced.isEmpty else { return [] }
+        // Produced dependencies run after the procedure's own dependencies, then the conditions
+        // are evaluated (ProcedureKit's order).
+        for dependency in produced where !directDependencies.isEmpty {
+            try? dependency.addDependencies(directDependencies)
+        }
+        try? addDependencies(produced)
+        machine.lock.withLock { producedDependencies = produced }
+        return produced
+    }
+
+    /// On the worker that took the procedure: evaluates its conditions if it has any and has not
+    /// yet. Returns whether it goes on to start now.
+    func prepareConditions(queue: ConcurrentOperationQueue) -> Bool {
+        let (action, conditions) = machine.lock.withLock { () -> (ProcedureLifecycle.DependenciesAction, [any OperationCondition]) in
+            (procedureLifecycle.dependenciesFinished(hasConditions: !self.conditions.isEmpty), self.conditions)
+        }
+        switch action {
+        case .proceed:
+            return true
+        case .evaluateConditions:
+            return evaluate(conditions, queue: queue)
+        }
+    }
+
+    /// Starts evaluating `conditions`. Returns `true` if they were all decided before this
+    /// returned and the procedure may go on at once on this worker.
+    private func evaluate(_ conditions: [any OperationCondition], queue: ConcurrentOperationQueue) -> Bool {
+        let categories = conditions.reduce(into: Set<String>()) { $0.formUnion($1.mutuallyExclusiveCategories) }
+        let evaluation = ConditionEvaluation(count: conditions.count) { result in
+            _ = self.conditionsDecided(result, categories: categories, queue: queue, onWorker: false)
+        }
+        for condition in conditions {
+            condition.evaluate(for: self) { evaluation.record($0) }
+        }
+        guard let decided = evaluation.endOfStart() else { return false }
+        return conditionsDecided(decided, categories: categories, queue: queue, onWorker: true)
+    }
+
+    /// The conditions decided. Returns whether the procedure goes on at once (only `onWorker`);
+    /// otherwise it is put back in its queue now or when its categories are granted.
+    private func conditionsDecided(
+        _ result: ConditionResult, categories: Set<String>, queue: ConcurrentOperationQueue, onWorker: Bool
+    ) -> Bool {
+        let satisfied: Bool
+        if case .satisfied = result { satisfied = true } else { satisfied = false }
+        // `false`: cancelled meanwhile; `cancel` has already put it back in its queue.
+        guard machine.lock.withLock({ procedureLifecycle.conditionsEvaluated(satisfied: satisfied) }) else {
+            return false
+        }
+        switch result {
+        case .failed(let error):
+            cancel(with: error)
+        case .ignored:
+            cancel(with: nil)
+        case .satisfied:
+            if !categories.isEmpty {
+                let granted = ExclusivityController.request(categories, for: ObjectIdentifier(self)) {
+                    self.machine.lock.withLock { self.holdsExclusivity = true }
+                    queue.requeue(self)
+                }
+                guard granted else { return false }
+                machine.lock.withLock { holdsExclusivity = true }
+            }
+        }
+        if onWorker { return true }
+        queue.requeue(self)
+        return false
+    }
+}
+
+/// The evaluation of one procedure's conditions: counts the results and decides once — on the
+/// first failure or ignore, or when all are satisfied. A decision reached while the worker is
+/// still starting the evaluations is handed back to it (``endOfStart()``); a later one goes to
+/// `decided`.
+final class ConditionEvaluation: @unchecked Sendable {  // every field is protected by `lock`
+    private let lock = Lock()
+    private var remaining: Int
+    private var decision: ConditionResult?
+    private var starting = true
+    private let decided: @Sendable (ConditionResult) -> Void
+
+    init(count: Int, decided: @escaping @Sendable (ConditionResult) -> Void) {
+        remaining = count
+        self.decided = decided
+    }
+
+    func record(_ result: ConditionResult) {
+        let call: ConditionResult? = lock.withLock {
+            guard decision == nil else { return nil }
+            if case .satisfied = result {
+                remaining -= 1
+                if remaining > 0 { return nil }
+            }
+            decision = result
+            return starting ? nil : result
+        }
+        if let call { decided(call) }
+    }
+
+    /// Called once by the worker after starting every evaluation: the decision if there already
+    /// is one (the worker acts on it), else `nil` (a later `record` will call `decided`).
+    func endOfStart() -> ConditionResult? {
+        lock.withLock {
+            starting = false
+            return decision
+        }
+    }
+}
