@@ -278,6 +278,17 @@ public final class ConcurrentOperationQueue {
         }
     }
 
+    /// Calls `callback` once the queue has no operations: at once (on the calling thread) if it
+    /// has none now, else on the thread whose operation leaves it empty, without any lock held.
+    func notifyWhenEmpty(_ callback: @escaping @Sendable () -> Void) {
+        let empty = lock.withLock {
+            if count == 0 { return true }
+            waiters.append(.callback(callback))
+            return false
+        }
+        if empty { callback() }
+    }
+
     private func wait(timeout: Duration?) -> Bool {
         if CurrentQueue.value === self { return timeout == nil }
         let semaphore = DispatchSemaphore(value: 0)

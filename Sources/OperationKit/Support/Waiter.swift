@@ -5,11 +5,13 @@ import Dispatch
 enum Waiter: Sendable {
     case semaphore(DispatchSemaphore)
     case continuation(CheckedContinuation<Void, Never>)
+    case callback(@Sendable () -> Void)
 
     func resume() {
         switch self {
         case .semaphore(let semaphore): semaphore.signal()
         case .continuation(let continuation): continuation.resume()
+        case .callback(let callback): callback()
         }
     }
 }

@@ -121,3 +121,64 @@ import Testing
         #expect(recorder.values == ["attach", "didCancel nil", "willFinish 0 finishing", "didFinish 0 finished"])
     }
 }
+
+@Suite struct GroupRetrySmokeTests {
+    struct Failure: Error {}
+
+    @Test func groupWaitsForChildrenAndProduced() throws {
+        let queue = ConcurrentOperationQueue(name: "q")
+        let recorder = Recorder<String>()
+        let child1 = ClosureProcedure<Void> { recorder.record("child1") }
+        let child2 = ClosureProcedure<Void>(asynchronous: { procedure in
+            try? procedure.produce(ClosureOperation { recorder.record("produced") })
+            procedure.finish(with: Failure())
+        })
+        let group = GroupOperation(name: "g", operations: [child1, child2])
+        try group.setMaxConcurrentOperationCount(1)
+        let done = Latch(count: 1)
+        group.completionBlock = { recorder.record("group"); done.countDown() }
+        try queue.addOperation(group)
+        #expect(done.wait())
+        #expect(Set(recorder.values.dropLast()) == ["child1", "produced"])
+        #expect(recorder.values.last == "group")
+        #expect(group.errors.count == 1)
+    }
+
+    @Test func groupCancelledBeforeRun() throws {
+        let queue = ConcurrentOperationQueue(name: "q")
+        let childDone = Latch(count: 2)
+        let ran = Recorder<String>()
+        let children = (0..<2).map { _ in
+            let c = ClosureOperation { ran.record("ran") }
+            c.completionBlock = { childDone.countDown() }
+            return c
+        }
+        let group = GroupOperation(operations: children)
+        group.cancel()
+        try queue.addOperation(group)
+        #expect(childDone.wait())
+        group.waitUntilFinished()
+        #expect(ran.values.isEmpty)
+    }
+
+    @Test func retryAttempts() throws {
+        let queue = ConcurrentOperationQueue(name: "q")
+        let attempts = Recorder<Int>()
+        let retry = RetryOperation<Int>(maxAttempts: 2) { n in
+            ClosureProcedure { attempts.record(n); throw Failure() }
+        }
+        try queue.addOperation(retry)
+        retry.waitUntilFinished()
+        #expect(attempts.values == [1, 2])
+        #expect(retry.isFailed)
+
+        let attempts2 = Recorder<Int>()
+        let retry2 = RetryOperation<Int>(maxAttempts: 5, wait: .fixed(.milliseconds(5))) { n in
+            ClosureProcedure { attempts2.record(n); if n < 3 { throw Failure() }; return n * 10 }
+        }
+        try queue.addOperation(retry2)
+        retry2.waitUntilFinished()
+        #expect(attempts2.values == [1, 2, 3])
+        #expect(retry2.output == 30)
+    }
+}
