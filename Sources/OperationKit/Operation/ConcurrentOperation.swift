@@ -270,9 +270,20 @@ open class ConcurrentOperation {
         // One critical section sets the flag and reads the queue. (The machine of a
         // ConcurrentOperation has no cancellation block to run.)
         let queue = machine.lock.withLock { () -> ConcurrentOperationQueue? in
-            guard case .runCancellationBlock = machine.lifecycle.cancel() else { return nil }
-            return self.queue
+            cancelLocked() ? self.queue : nil
         }
+        makeRunnableAfterCancel(in: queue)
+    }
+
+    /// Under `machine.lock`: sets the cancelled flag. Returns `true` if this call set it.
+    final func cancelLocked() -> Bool {
+        if case .runCancellationBlock = machine.lifecycle.cancel() { return true }
+        return false
+    }
+
+    /// Without any lock, after ``cancelLocked()`` returned `true` for an operation in `queue`:
+    /// marks it runnable and hands it to its queue if that made it runnable.
+    final func makeRunnableAfterCancel(in queue: ConcurrentOperationQueue?) {
         guard let queue else { return }
         if Readiness.becameRunnableByCancelling(readiness.bitwiseOr(Readiness.cancelled, ordering: .acquiringAndReleasing).oldValue) {
             queue.makeReady([self])

@@ -25,6 +25,8 @@ open class GroupOperation: ProcedureOperation, @unchecked Sendable {
     private var userSuspended = false
     // protected by childLock
     private var childErrors: [any Error] = []
+    // protected by childLock: the group was cancelled, so new children are cancelled as they come
+    private var cancelled = false
 
     /// Creates a group with `operations` as its first children.
     /// - Parameters:
@@ -74,6 +76,8 @@ open class GroupOperation: ProcedureOperation, @unchecked Sendable {
             throw OperationError(.alreadyFinished, operations: [displayName, operation.displayName],
                                  "the group has finished; it takes no more children")
         }
+        // A child of a cancelled group is cancelled: it finishes without running.
+        if cancelled { operation.cancel() }
         try childQueue.addOperation(operation)
     }
 
@@ -113,18 +117,36 @@ open class GroupOperation: ProcedureOperation, @unchecked Sendable {
     }
 
     open override func procedureDidCancel(with error: (any Error)?) {
-        childQueue.cancelAllOperations()
-        // Not started: let the cancelled children finish (their completion blocks run) — the
-        // group itself finishes without executing.
         childLock.withLock {
+            cancelled = true
+            // Not started: let the cancelled children finish (their completion blocks run); the
+            // group finishes without executing once they have (see `finishWithoutExecuting`).
             if !started {
                 started = true
-                childQueue.isSuspended = false
+                childQueue.isSuspended = userSuspended
             }
+        }
+        childQueue.cancelAllOperations()
+    }
+
+    open override func procedureWillFinish(with errors: [any Error]) {
+        childLock.withLock { closed = true }
+    }
+
+    /// A group cancelled before it executed finishes without executing — after its cancelled
+    /// children have finished, so that it never finishes before a child.
+    override func finishWithoutExecuting() {
+        childQueue.notifyWhenEmpty { [self] in
+            let empty = childLock.withLock { () -> Bool in
+                guard childQueue.operationCount == 0 else { return false }
+                closed = true
+                return true
+            }
+            if empty { finishWithoutExecutingAsProcedure() } else { finishWithoutExecuting() }
         }
     }
 
-    open override func procedureDidFinish(with errors: [any Error]) {
-        childLock.withLock { closed = true }
+    private func finishWithoutExecutingAsProcedure() {
+        super.finishWithoutExecuting()
     }
 }

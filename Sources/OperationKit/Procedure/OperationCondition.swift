@@ -80,6 +80,7 @@ public struct NegatedCondition: OperationCondition {
     }
 
     public var name: String { "Not<\(inner.name)>" }
+    public var mutuallyExclusiveCategories: Set<String> { inner.mutuallyExclusiveCategories }
 
     public func dependency(for procedure: ProcedureOperation) -> ConcurrentOperation? {
         inner.dependency(for: procedure)
@@ -203,6 +204,9 @@ public struct AnyCondition: OperationCondition {
     }
 
     public var name: String { "Any<\(conditions.map(\.name).joined(separator: ", "))>" }
+    public var mutuallyExclusiveCategories: Set<String> {
+        conditions.reduce(into: []) { $0.formUnion($1.mutuallyExclusiveCategories) }
+    }
 
     public func evaluate(for procedure: ProcedureOperation, completion: @escaping @Sendable (ConditionResult) -> Void) {
         guard !conditions.isEmpty else { return completion(.ignored) }

@@ -66,6 +66,12 @@ struct ProcedureLifecycle: Hashable, Sendable {
         return true
     }
 
+    /// The queue's claim was undone (registering a dependency failed): back to initialized,
+    /// keeping the cancelled flag.
+    mutating func unenqueue() {
+        if state == .pending { state = .initialized }
+    }
+
     enum DependenciesAction: Hashable, Sendable {
         /// Evaluate the conditions; then call ``conditionsEvaluated(satisfied:)``.
         case evaluateConditions
@@ -77,7 +83,10 @@ struct ProcedureLifecycle: Hashable, Sendable {
     /// anything to evaluate. A cancelled procedure skips evaluation.
     mutating func dependenciesFinished(hasConditions: Bool) -> DependenciesAction {
         switch state {
-        case .initialized, .pending:
+        case .initialized:
+            // A queue worker takes only enqueued procedures, which are pending.
+            preconditionFailure("Internal inconsistency: state \(state) received dependenciesFinished()")
+        case .pending:
             if hasConditions && !isCancelled {
                 state = .evaluatingConditions
                 return .evaluateConditions
@@ -111,14 +120,16 @@ struct ProcedureLifecycle: Hashable, Sendable {
     /// The procedure starts (on a queue worker, or by hand).
     mutating func start() -> StartAction {
         switch state {
-        case .initialized, .pending, .ready:
+        case .initialized, .ready:
+            // From initialized: `start()` by hand, without a queue (and so without conditions).
             if isCancelled || conditionsFailed {
                 state = .finishing
                 return .finishWithoutExecuting
             }
             state = .executing
             return .execute
-        case .evaluatingConditions, .executing, .finishing, .finished:
+        case .pending, .evaluatingConditions, .executing, .finishing, .finished:
+            // Pending: its queue has not taken it (its dependencies and conditions come first).
             return .refuse
         }
     }

@@ -9,11 +9,22 @@ extension ProcedureOperation {
     /// - Throws: ``OperationError/Code-swift.struct/tooLateToAddCondition`` once evaluation has
     ///   begun (or the procedure started or finished).
     public func addCondition(_ condition: any OperationCondition) throws(OperationError) {
+        try addCondition(condition, first: false)
+    }
+
+    /// Adds a condition; with `first`, before every condition that is not itself `first` (result
+    /// injection runs before the conditions that may read the injected value).
+    func addCondition(_ condition: any OperationCondition, first: Bool) throws(OperationError) {
         let (accepted, state, queue) = machine.lock.withLock { () -> (Bool, ProcedureState, ConcurrentOperationQueue?) in
             guard procedureLifecycle.acceptsConditions && machine.lifecycle.isReady else {
                 return (false, procedureLifecycle.state, nil)
             }
-            conditions.append(condition)
+            if first {
+                conditions.insert(condition, at: injectionConditionCount)
+                injectionConditionCount += 1
+            } else {
+                conditions.append(condition)
+            }
             return (true, procedureLifecycle.state, conditionDependenciesMade ? self.queue : nil)
         }
         guard accepted else {
@@ -41,7 +52,6 @@ extension ProcedureOperation {
             guard !conditions.isEmpty, !conditionDependenciesMade, procedureLifecycle.state == .initialized,
                   queueReference == nil, !procedureLifecycle.isCancelled
             else { return nil }
-            conditionDependenciesMade = true
             return (conditions, _dependencies.array)
         }
         guard let (conditions, directDependencies) = taken else { return [] }
@@ -78,8 +88,8 @@ extension ProcedureOperation {
         let evaluation = ConditionEvaluation(count: conditions.count) { result in
             _ = self.conditionsDecided(result, categories: categories, queue: queue, onWorker: false)
         }
-        for condition in conditions {
-            condition.evaluate(for: self) { evaluation.record($0) }
+        for (index, condition) in conditions.enumerated() {
+            condition.evaluate(for: self) { evaluation.record($0, from: index) }
         }
         guard let decided = evaluation.endOfStart() else { return false }
         return conditionsDecided(decided, categories: categories, queue: queue, onWorker: true)
@@ -102,13 +112,19 @@ extension ProcedureOperation {
         case .ignored:
             cancel(with: nil)
         case .satisfied:
-            if !categories.isEmpty {
-                let granted = ExclusivityController.request(categories, for: ObjectIdentifier(self)) {
+            if !categories.isEmpty && !isCancelled {
+                let owner = ObjectIdentifier(self)
+                let granted = ExclusivityController.request(categories, for: owner) {
                     self.machine.lock.withLock { self.holdsExclusivity = true }
                     queue.requeue(self)
                 }
-                guard granted else { return false }
-                machine.lock.withLock { holdsExclusivity = true }
+                if granted {
+                    machine.lock.withLock { holdsExclusivity = true }
+                } else {
+                    // Cancelled while the request was being made: `cancel` found nothing to
+                    // withdraw, so withdraw here (at most one of the two succeeds).
+                    guard isCancelled && ExclusivityController.withdraw(owner) else { return false }
+                }
             }
         }
         if onWorker { return true }
@@ -123,6 +139,8 @@ extension ProcedureOperation {
 /// `decided`.
 final class ConditionEvaluation: @unchecked Sendable {  // every field is protected by `lock`
     private let lock = Lock()
+    /// Which conditions have answered: a second completion of one condition is ignored.
+    private var answered: [Bool]
     private var remaining: Int
     private var decision: ConditionResult?
     private var starting = true
@@ -130,12 +148,14 @@ final class ConditionEvaluation: @unchecked Sendable {  // every field is protec
 
     init(count: Int, decided: @escaping @Sendable (ConditionResult) -> Void) {
         remaining = count
+        answered = Array(repeating: false, count: count)
         self.decided = decided
     }
 
-    func record(_ result: ConditionResult) {
+    func record(_ result: ConditionResult, from index: Int) {
         let call: ConditionResult? = lock.withLock {
-            guard decision == nil else { return nil }
+            guard decision == nil, !answered[index] else { return nil }
+            answered[index] = true
             if case .satisfied = result {
                 remaining -= 1
                 if remaining > 0 { return nil }

@@ -28,12 +28,25 @@ enum ProcedureEvent {
     case didFinish([any Error])
 }
 
-/// An event waiting for delivery: the observers registered when it happened, and a semaphore if
-/// the thread that raised it waits for its delivery.
+/// An event waiting for delivery: the observers registered when it happened, a semaphore if the
+/// thread that raised it waits for its delivery, and what must run right after it is delivered
+/// (the rest of a finish), when the thread delivering runs that.
 struct PendingEvent {
     var event: ProcedureEvent
     var observers: [any OperationObserver]
     var delivered: DispatchSemaphore?
+    var then: (() -> Void)?
+}
+
+/// What a thread that raised an event does next.
+enum EventDisposition {
+    /// Nothing was being delivered: deliver this event (and its `then`), then any raised meanwhile.
+    case deliverNow(PendingEvent)
+    /// Another thread delivers it: wait on the semaphore, then run your `then` yourself.
+    case wait(DispatchSemaphore)
+    /// Queued; the thread delivering (possibly this one, further up its stack) delivers it and
+    /// runs its `then`.
+    case queued
 }
 
 // Event delivery: one procedure's events run one at a time, in the order they happened. The thread
@@ -46,57 +59,82 @@ extension ProcedureOperation {
     /// - Throws: ``OperationError/Code-swift.struct/tooLateToAddObserver`` once the procedure has
     ///   started executing (or finished).
     public func addObserver(_ observer: any OperationObserver) throws(OperationError) {
-        let (accepted, state) = machine.lock.withLock { () -> (Bool, ProcedureState) in
+        let (event, state) = machine.lock.withLock { () -> (EventDisposition?, ProcedureState) in
             guard procedureLifecycle.acceptsObservers && !machine.lifecycle.isFinished else {
-                return (false, procedureLifecycle.state)
+                return (nil, procedureLifecycle.state)
             }
             observers.append(observer)
-            return (true, procedureLifecycle.state)
+            // In the same step: no event reaches the observer before did attach.
+            return (enqueueEventLocked(.didAttach(observer)), procedureLifecycle.state)
         }
-        guard accepted else {
+        guard let event else {
             throw OperationError(.tooLateToAddObserver, operations: [displayName], "the procedure is \(state)")
         }
-        emit(.didAttach(observer))
+        handle(event, then: nil)
     }
 
     /// The number of observers added.
     public var observerCount: Int { machine.lock.withLock { observers.count } }
 
-    /// Raises `event`. With `waitForDelivery`, returns only once it has been delivered (unless
-    /// this thread is the one delivering, which delivers it after the event in progress).
-    func emit(_ event: ProcedureEvent, waitForDelivery: Bool = false) {
-        let (mustDeliver, delivered) = machine.lock.withLock {
-            enqueueEventLocked(event, waitForDelivery: waitForDelivery)
+    /// Raises `event`. With `waitForDelivery`, returns only once it has been delivered — unless
+    /// this thread is the one delivering, which delivers it after the event in progress. `then`
+    /// runs right after the event is delivered (on the thread delivering, or on this one).
+    func emit(_ event: ProcedureEvent, waitForDelivery: Bool = false, then: (() -> Void)? = nil) {
+        let disposition = machine.lock.withLock {
+            enqueueEventLocked(event, waitForDelivery: waitForDelivery, then: then)
         }
-        if mustDeliver {
-            deliverEvents()
-        } else {
-            delivered?.wait()
+        handle(disposition, then: then)
+    }
+
+    /// Acts on what ``enqueueEventLocked(_:waitForDelivery:then:)`` returned, without the lock.
+    func handle(_ disposition: EventDisposition, then: (() -> Void)?) {
+        switch disposition {
+        case .deliverNow(let first):
+            deliverEvents(startingWith: first)
+        case .wait(let delivered):
+            delivered.wait()
+            then?()
+        case .queued:
+            break
         }
     }
 
-    /// Under `machine.lock`: queues `event`. Returns whether the caller must now deliver the
-    /// queue (``deliverEvents()``), and the semaphore to wait on otherwise, if asked for.
-    func enqueueEventLocked(_ event: ProcedureEvent, waitForDelivery: Bool)
-        -> (mustDeliver: Bool, delivered: DispatchSemaphore?)
-    {
+    /// Under `machine.lock`: queues `event`, in the same critical section as the state change it
+    /// reports, so that no later event overtakes it.
+    func enqueueEventLocked(
+        _ event: ProcedureEvent, waitForDelivery: Bool = false, then: (() -> Void)? = nil
+    ) -> EventDisposition {
         let observers: [any OperationObserver]
         if case .didAttach(let observer) = event { observers = [observer] } else { observers = self.observers }
-        if !deliveringEvents {
+        guard deliveringEvents else {
             deliveringEvents = true
             deliveringThread = .current
-            pendingEvents.append(PendingEvent(event: event, observers: observers, delivered: nil))
-            return (true, nil)
+            return .deliverNow(PendingEvent(event: event, observers: observers, delivered: nil, then: then))
         }
-        let semaphore = waitForDelivery && deliveringThread?.isCurrent() != true ? DispatchSemaphore(value: 0) : nil
-        pendingEvents.append(PendingEvent(event: event, observers: observers, delivered: semaphore))
-        return (false, semaphore)
+        if deliveringThread?.isCurrent() == true {
+            // Raised while this thread delivers an event of this procedure: delivered (and `then`
+            // run) by this thread's delivery loop once the current event returns.
+            pendingEvents.append(PendingEvent(event: event, observers: observers, delivered: nil, then: then))
+            return .queued
+        }
+        if waitForDelivery || then != nil {
+            let delivered = DispatchSemaphore(value: 0)
+            pendingEvents.append(PendingEvent(event: event, observers: observers, delivered: delivered, then: nil))
+            return .wait(delivered)
+        }
+        pendingEvents.append(PendingEvent(event: event, observers: observers, delivered: nil, then: nil))
+        return .queued
     }
 
-    /// Delivers queued events until none is left. Called by the thread that set `deliveringEvents`.
-    func deliverEvents() {
-        while true {
-            let next = machine.lock.withLock { () -> PendingEvent? in
+    /// Delivers `first`, then queued events until none is left, running each one's `then` after
+    /// it. Called by the thread that set `deliveringEvents`.
+    func deliverEvents(startingWith first: PendingEvent) {
+        var next: PendingEvent? = first
+        while let current = next {
+            deliver(current.event, to: current.observers)
+            current.delivered?.signal()
+            current.then?()
+            next = machine.lock.withLock { () -> PendingEvent? in
                 if pendingEvents.isEmpty {
                     deliveringEvents = false
                     deliveringThread = nil
@@ -104,9 +142,6 @@ extension ProcedureOperation {
                 }
                 return pendingEvents.removeFirst()
             }
-            guard let next else { return }
-            deliver(next.event, to: next.observers)
-            next.delivered?.signal()
         }
     }
 

@@ -29,8 +29,8 @@ import Dispatch
 ///   ``finishesWhenCancelled`` is set. A procedure cancelled before it executes never executes.
 /// - A cancelled dependency still counts as finished, as in Foundation; add
 ///   ``NoFailedDependencies`` or ``NoCancelledDependencies`` to opt out.
-/// - Conditions and observers are only evaluated and told on a queue; `start()` by hand refuses a
-///   procedure with conditions (``OperationError/Code-swift.struct/requiresQueue``).
+/// - Conditions are only evaluated on a queue: `start()` by hand refuses a procedure with
+///   conditions (``OperationError/Code-swift.struct/requiresQueue``). Observers are told either way.
 open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     // All the fields below are protected by `machine.lock`.
     var procedureLifecycle = ProcedureLifecycle()
@@ -38,6 +38,8 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     var _diagnostics: [String] = []
     var _finishesWhenCancelled = false
     var conditions: [any OperationCondition] = []
+    /// How many of `conditions`, at the front, are result injections (evaluated first).
+    var injectionConditionCount = 0
     var observers: [any OperationObserver] = []
     /// Whether the queue has asked for the conditions' dependencies (they are made once).
     var conditionDependenciesMade = false
@@ -45,6 +47,9 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     var producedDependencies: [ConcurrentOperation] = []
     var holdsExclusivity = false
     var didExecuteEmitted = false
+    /// `produce(_:)` calls adding their operation now; a finish meanwhile waits for them.
+    var activeProduces = 0
+    var finishWaitsForProduce = false
     /// Events waiting to be delivered, and whether (and on which thread) they are being delivered.
     var pendingEvents: [PendingEvent] = []
     var deliveringEvents = false
@@ -60,10 +65,13 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
 
     override func didClaim() {
         _ = procedureLifecycle.enqueue()
+        // From here on, a condition added makes its dependency at once (see `addCondition`).
+        conditionDependenciesMade = true
     }
 
     override func didUnclaim() {
-        procedureLifecycle = ProcedureLifecycle()
+        procedureLifecycle.unenqueue()
+        conditionDependenciesMade = false
     }
 
     override func operationsToEnqueueFirst(in queue: ConcurrentOperationQueue) -> [ConcurrentOperation] {
@@ -75,6 +83,12 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     }
 
     // MARK: State
+
+    /// Whether the procedure may start: its dependencies have finished and its conditions are not
+    /// being evaluated.
+    public override var isReady: Bool {
+        super.isReady && machine.lock.withLock { procedureLifecycle.state != .evaluatingConditions }
+    }
 
     /// Where the procedure is in its lifecycle.
     public var state: ProcedureState {
@@ -142,71 +156,103 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     }
 
     /// The first finish: records `errors` and runs `record` (under the lock, so that a typed
-    /// result is set in the same step), then finishes.
+    /// result is set in the same step), then finishes — or, if a ``produce(_:)`` is still adding
+    /// its operation, lets that call finish once it is done.
     func finishCollecting(_ errors: [any Error], then record: (() -> Void)?) -> Bool {
-        let action = machine.lock.withLock { () -> ProcedureLifecycle.FinishAction in
+        let (action, deferred) = machine.lock.withLock { () -> (ProcedureLifecycle.FinishAction, Bool) in
             let action = procedureLifecycle.finish()
             switch action {
             case .finish:
                 _errors.append(contentsOf: errors)
                 record?()
+                if activeProduces > 0 {
+                    finishWaitsForProduce = true
+                    return (action, true)
+                }
             case .ignoreAlreadyFinishing:
                 _diagnostics.append("finish ignored: already \(procedureLifecycle.state) (errors given: \(errors.count))")
             case .refuseNotStarted:
                 _diagnostics.append("finish ignored: not executing, state \(procedureLifecycle.state)")
             }
-            return action
+            return (action, false)
         }
         guard action == .finish else { return false }
-        completeFinish(executed: true)
+        if !deferred { completeFinish(executed: true) }
         return true
     }
 
-    /// Finishing, from the state `finishing`: events, the base operation's finish, the release of
-    /// mutual exclusivity.
+    /// Finishing, from the state `finishing`: did execute (if not told yet) and will finish are
+    /// queued in one step; once will finish has been delivered, the base operation finishes
+    /// (completion block, dependents, waiters), mutual exclusivity is released and did finish is
+    /// told. If this thread is delivering the procedure's events (a finish from inside an
+    /// observer or hook), the rest of the finish runs right after will finish is delivered.
     private func completeFinish(executed: Bool) {
-        if executed { emitDidExecuteOnce() }
-        let (errors, queue) = machine.lock.withLock { (_errors, self.queue) }
-        queue?.notifyDelegate(willFinish: self)
-        emit(.willFinish(errors), waitForDelivery: true)
-        machine.lock.withLock { procedureLifecycle.finished() }
-        finishAfterStart()
-        didComplete(errors: errors)
+        machine.lock.withLock { self.queue }?.notifyDelegate(willFinish: self)
+        let rest = { [self] in
+            machine.lock.withLock { procedureLifecycle.finished() }
+            finishAfterStart()
+            didComplete()
+        }
+        let (didExecute, willFinish) = machine.lock.withLock { () -> (EventDisposition?, EventDisposition) in
+            var didExecute: EventDisposition?
+            if executed && !didExecuteEmitted {
+                didExecuteEmitted = true
+                didExecute = enqueueEventLocked(.didExecute)
+            }
+            return (didExecute, enqueueEventLocked(.willFinish(_errors), then: rest))
+        }
+        if let didExecute { handle(didExecute, then: nil) }
+        handle(willFinish, then: rest)
     }
 
     override func finishWithoutExecuting() {
-        let (action, errors, queue) = machine.lock.withLock {
-            (procedureLifecycle.start(), _errors, self.queue)
-        }
+        let (action, queue) = machine.lock.withLock { (procedureLifecycle.start(), self.queue) }
         precondition(action == .finishWithoutExecuting, "Internal inconsistency: \(action) for a cancelled procedure")
         queue?.notifyDelegate(willFinish: self)
-        emit(.willFinish(errors), waitForDelivery: true)
-        machine.lock.withLock { procedureLifecycle.finished() }
-        super.finishWithoutExecuting()
-        didComplete(errors: errors)
+        let rest = { [self] in
+            machine.lock.withLock { procedureLifecycle.finished() }
+            finishWithoutExecutingInBase()
+            didComplete()
+        }
+        emit(.willFinish(errors), waitForDelivery: true, then: rest)
     }
 
-    private func didComplete(errors: [any Error]) {
-        let (exclusive, released) = machine.lock.withLock { () -> (Bool, [any OperationCondition]) in
+    /// The base operation's finish without executing (a closure cannot call `super`).
+    private func finishWithoutExecutingInBase() {
+        super.finishWithoutExecuting()
+    }
+
+    /// After the base operation finished: releases mutual exclusivity, tells did finish, and lets
+    /// go of conditions and observers (an observer may hold the procedure).
+    private func didComplete() {
+        let (exclusive, released, event) = machine.lock.withLock {
+            () -> (Bool, ([any OperationCondition], [any OperationObserver]), EventDisposition) in
             defer {
                 holdsExclusivity = false
                 conditions = []
+                observers = []
                 producedDependencies = []
             }
-            return (holdsExclusivity, conditions)
+            return (holdsExclusivity, (conditions, observers), enqueueEventLocked(.didFinish(_errors)))
         }
         if exclusive { ExclusivityController.release(ObjectIdentifier(self)) }
-        emit(.didFinish(errors))
-        withExtendedLifetime(released) {}  // conditions are released without the lock
+        handle(event, then: nil)
+        withExtendedLifetime(released) {}  // released without the lock
     }
 
     // MARK: Executing
 
     override func performExecute() {
-        switch machine.lock.withLock({ procedureLifecycle.start() }) {
+        // The state change and will execute are queued in one step, so no event overtakes it.
+        let (action, willExecute) = machine.lock.withLock { () -> (ProcedureLifecycle.StartAction, EventDisposition?) in
+            let action = procedureLifecycle.start()
+            return (action, action == .execute ? enqueueEventLocked(.willExecute, waitForDelivery: true) : nil)
+        }
+        switch action {
         case .execute:
-            emit(.willExecute, waitForDelivery: true)
-            execute()
+            if let willExecute { handle(willExecute, then: nil) }
+            // A stray finish() while will execute was delivered: the work does not run.
+            if machine.lock.withLock({ procedureLifecycle.state == .executing }) { execute() }
             emitDidExecuteOnce()
         case .finishWithoutExecuting:
             // Cancelled between the queue's start and this point: finish without executing.
@@ -217,11 +263,12 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     }
 
     func emitDidExecuteOnce() {
-        let first = machine.lock.withLock {
-            defer { didExecuteEmitted = true }
-            return !didExecuteEmitted
+        let event = machine.lock.withLock { () -> EventDisposition? in
+            guard !didExecuteEmitted else { return nil }
+            didExecuteEmitted = true
+            return enqueueEventLocked(.didExecute)
         }
-        if first { emit(.didExecute) }
+        if let event { handle(event, then: nil) }
     }
 
     override func refusalOfManualStart() -> OperationError? {
@@ -231,19 +278,39 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     }
 
     /// Adds `operation` to this procedure's queue and tells the observers (did produce). Call it
-    /// while the procedure executes.
+    /// while the procedure executes. A finish that happens meanwhile waits until the operation
+    /// has been added and the observers were told.
     ///
     /// - Throws: ``OperationError/Code-swift.struct/notExecuting`` if the procedure is not
     ///   executing on a queue; or what the queue's `addOperation` throws.
     public func produce(_ operation: ConcurrentOperation) throws(OperationError) {
-        let (state, queue) = machine.lock.withLock { (procedureLifecycle.state, self.queue) }
-        guard state == .executing, let queue else {
+        let (state, queue) = machine.lock.withLock { () -> (ProcedureState, ConcurrentOperationQueue?) in
+            let state = procedureLifecycle.state
+            guard state == .executing, let queue = self.queue else { return (state, nil) }
+            activeProduces += 1
+            return (state, queue)
+        }
+        guard let queue else {
             throw OperationError(
                 .notExecuting, operations: [displayName, operation.displayName],
                 "produce() needs a procedure executing on a queue (state \(state))")
         }
-        try queue.addOperation(operation)
-        emit(.didProduce(operation))
+        var failure: OperationError?
+        do {
+            try queue.addOperation(operation)
+        } catch {
+            failure = error
+        }
+        let (event, finishNow) = machine.lock.withLock { () -> (EventDisposition?, Bool) in
+            let event = failure == nil ? enqueueEventLocked(.didProduce(operation)) : nil
+            activeProduces -= 1
+            let finishNow = activeProduces == 0 && finishWaitsForProduce
+            if finishNow { finishWaitsForProduce = false }
+            return (event, finishNow)
+        }
+        if let event { handle(event, then: nil) }
+        if finishNow { completeFinish(executed: true) }
+        if let failure { throw failure }
     }
 
     // MARK: Cancelling
@@ -259,18 +326,22 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// and finishes itself (or at once, with ``finishesWhenCancelled``). Cancelling a cancelled,
     /// finishing or finished procedure changes nothing.
     public func cancel(with error: (any Error)?) {
-        typealias Taken = (ProcedureLifecycle.CancelAction, ConcurrentOperationQueue?, [ConcurrentOperation], Bool, Bool)
-        let (action, queue, produced, finishes, deliver) = machine.lock.withLock { () -> Taken in
+        typealias Taken = (
+            ProcedureLifecycle.CancelAction, ConcurrentOperationQueue?, [ConcurrentOperation], Bool, Bool, EventDisposition?
+        )
+        let (action, queue, produced, finishes, baseCancelled, event) = machine.lock.withLock { () -> Taken in
             let action = procedureLifecycle.cancel()
-            guard action != .none else { return (action, nil, [], false, false) }
+            guard action != .none else { return (action, nil, [], false, false, nil) }
             if let error { _errors.append(error) }
-            // Queued in the same step as the state change, so no later event overtakes it.
-            let deliver = enqueueEventLocked(.didCancel(error), waitForDelivery: false).mustDeliver
-            return (action, self.queue, producedDependencies, _finishesWhenCancelled, deliver)
+            // The cancelled flag, the state change and did cancel, in one step: no observer sees
+            // did cancel before `isCancelled`, and no later event overtakes it.
+            let baseCancelled = cancelLocked()
+            let event = enqueueEventLocked(.didCancel(error))
+            return (action, self.queue, producedDependencies, _finishesWhenCancelled, baseCancelled, event)
         }
         guard action != .none else { return }
-        super.cancel()
-        if deliver { deliverEvents() }
+        if baseCancelled { makeRunnableAfterCancel(in: queue) }
+        if let event { handle(event, then: nil) }
         switch action {
         case .abandonEvaluation:
             queue?.requeue(self)

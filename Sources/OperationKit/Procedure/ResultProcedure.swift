@@ -172,7 +172,7 @@ extension ResultConsuming {
         try addCondition(InjectionCondition(producer: producer) { consumer, value in
             // Called with this very procedure, whose type is `Self`.
             if let consumer = consumer as? Self { inject(consumer, value) }
-        })
+        }, first: true)
         try addDependency(producer)
     }
 }

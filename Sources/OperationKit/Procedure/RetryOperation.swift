@@ -36,7 +36,9 @@ public final class RetryOperation<Output: Sendable>: ResultProcedure<Output>, @u
                 for _ in 1..<max(1, attempt) { seconds *= multiplier }
                 if let maximum { seconds = min(seconds, maximum.seconds) }
                 if jitter > 0 { seconds *= Double.random(in: max(0, 1 - jitter)...(1 + jitter)) }
-                return .nanoseconds(Int64((seconds * 1e9).rounded()))
+                // Clamped: a huge exponential wait must not overflow (about 292 years at most).
+                let nanoseconds = min((seconds * 1e9).rounded(), Double(Int64.max / 2))
+                return .nanoseconds(Int64(max(0, nanoseconds)))
             }
         }
     }
@@ -52,6 +54,8 @@ public final class RetryOperation<Output: Sendable>: ResultProcedure<Output>, @u
     private var _attemptCount = 0
     // protected by machine.lock
     private var current: ResultProcedure<Output>?
+    // protected by machine.lock: waiting between two attempts
+    private var waiting = false
 
     /// - Parameters:
     ///   - name: A name for logs and errors.
@@ -83,18 +87,31 @@ public final class RetryOperation<Output: Sendable>: ResultProcedure<Output>, @u
     }
 
     private func startAttempt(_ number: Int) {
+        if isCancelled {
+            finish()
+            return
+        }
         let attempt = makeAttempt(number)
         let proceed = machine.lock.withLock { () -> Bool in
             guard !procedureLifecycle.isCancelled else { return false }
             _attemptCount = number
             current = attempt
+            waiting = false
             return true
         }
         guard proceed else {
             finish()
             return
         }
-        attempt.completionBlock = { [self] in attemptFinished(attempt, number: number) }
+        do {
+            try attempt.addObserver(ClosureObserver(didFinish: { [self] attempt, _ in
+                guard let attempt = attempt as? ResultProcedure<Output> else { return }
+                attemptFinished(attempt, number: number)
+            }))
+        } catch {
+            finish(with: error)
+            return
+        }
         do {
             try attemptQueue.addOperation(attempt)
         } catch {
@@ -121,6 +138,7 @@ public final class RetryOperation<Output: Sendable>: ResultProcedure<Output>, @u
             if delay <= .zero {
                 startAttempt(number + 1)
             } else {
+                machine.lock.withLock { waiting = true }
                 DispatchQueue.global().asyncAfter(deadline: .now() + delay.dispatchInterval) {
                     self.startAttempt(number + 1)
                 }
@@ -131,8 +149,11 @@ public final class RetryOperation<Output: Sendable>: ResultProcedure<Output>, @u
     }
 
     public override func procedureDidCancel(with error: (any Error)?) {
-        let attempt = machine.lock.withLock { current }
+        let (attempt, waiting) = machine.lock.withLock { (current, self.waiting) }
         attempt?.cancel()
+        // Waiting between attempts: no attempt will report back, so finish now (the timer then
+        // finds the retry cancelled and does nothing).
+        if waiting { finish() }
     }
 }
 

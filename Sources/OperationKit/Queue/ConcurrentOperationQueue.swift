@@ -173,8 +173,9 @@ public final class ConcurrentOperationQueue {
         let first = operation.operationsToEnqueueFirst(in: self)
         if !first.isEmpty { try? addOperations(first, waitUntilFinished: false) }
         let priority = try prepare(operation, barrier: lock.withLock { barrier })
-        insert(CollectionOfOne((operation, priority)))
+        // Before `insert`: the operation cannot start before did add is told.
         notifyDelegate(didAdd: operation)
+        insert(CollectionOfOne((operation, priority)))
     }
 
     /// Adds operations in one step and, if asked, blocks until they have all finished.
@@ -203,10 +204,10 @@ public final class ConcurrentOperationQueue {
                 if firstError == nil { firstError = error }
             }
         }
-        insert(accepted)
         if hasListeners.load(ordering: .acquiring) {
             for (operation, _) in accepted { notifyDelegate(didAdd: operation) }
         }
+        insert(accepted)
         if waitUntilFinished {
             // Operations that were refused were never added, and never finish here.
             for operation in operations where operation.isEnqueued(in: self) || operation.isFinished {
