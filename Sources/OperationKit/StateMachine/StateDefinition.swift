@@ -6,7 +6,9 @@ public enum BarrierResponse<State: Hashable & Sendable>: Hashable, Sendable {
     /// and the machine stays where it is.
     case deny
     /// Go to another state instead. The redirect target must be registered and allowed (or
-    /// global) from the current state; its own barrier is not consulted, so redirects never loop.
+    /// global) from the current state; the state first requested is not checked against the
+    /// allowed transitions, and the redirect target's own barrier is not consulted, so redirects
+    /// never loop.
     case redirect(to: State)
 }
 

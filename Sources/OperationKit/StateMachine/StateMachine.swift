@@ -90,7 +90,7 @@ public final class StateMachine<State: Hashable & Sendable> {
     }
 
     /// Builds a machine from an array of state definitions; the first is the initial state.
-    /// See ``init(name:options:transitionQueue:beforeTransition:afterTransition:states:)-(_,_,_,_,_,()->[StateDefinition<State>])``.
+    /// See ``init(name:options:transitionQueue:beforeTransition:afterTransition:states:)-5yv5e``.
     public init(
         name: String? = nil,
         options: StateMachineOptions = [],
@@ -186,7 +186,8 @@ public final class StateMachine<State: Hashable & Sendable> {
     }
 
     /// Returns the machine to its initial state, running no action, and ends a suspension.
-    /// Observers are told (with cause ``StateTransition/Cause/reset``) when the state changes. Like
+    /// Observers are told (with cause ``StateTransition/Cause/reset``) whenever the reset changed
+    /// anything — the state, or only a suspension in the initial state (then `from == to`). Like
     /// every request it runs after the transitions requested before it.
     public func reset(completion: (@Sendable (StateTransition<State>?) -> Void)? = nil) {
         submit(Request(kind: .reset, delivery: Delivery(ignoringErrors: completion)))
