@@ -38,12 +38,12 @@ public struct StateDefinition<State: Hashable & Sendable>: Sendable {
     /// Whether this state can never be left (except by ``StateMachine/reset(completion:)``).
     public private(set) var isFinal = false
 
-    var beforeEnteringActions: [Action] = []
-    var afterEnteringActions: [Action] = []
-    var beforeLeavingActions: [Action] = []
-    var afterLeavingActions: [Action] = []
-    var barrier: (@Sendable (_ from: State) -> BarrierResponse<State>)?
-    var dynamicTransition: (@Sendable () -> State)?
+    @usableFromInline var beforeEnteringActions: [Action] = []
+    @usableFromInline var afterEnteringActions: [Action] = []
+    @usableFromInline var beforeLeavingActions: [Action] = []
+    @usableFromInline var afterLeavingActions: [Action] = []
+    @usableFromInline var barrier: (@Sendable (_ from: State) -> BarrierResponse<State>)?
+    @usableFromInline var dynamicTransition: (@Sendable () -> State)?
 
     /// Defines `state` with the states it may go to.
     /// - Parameters:
