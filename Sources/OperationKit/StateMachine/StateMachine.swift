@@ -34,7 +34,8 @@ import Synchronization
 ///
 /// The machine is safe to use from any thread, and transitions are serialised: requests run one at
 /// a time in the order they were made. A request made while another runs — from another thread,
-/// or from inside one of its actions — is queued and runs right after it, never re-entrantly.
+/// or from inside one of its actions, barriers, observers or completion handlers — is queued and
+/// runs right after it, never re-entrantly.
 /// Without a `transitionQueue`, a request made while the machine is idle runs at once on the
 /// requesting thread, and queued requests run on the thread that is already running transitions.
 /// With a `transitionQueue`, every transition, its actions, observers and completion run on that
