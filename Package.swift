@@ -22,6 +22,11 @@ let package = Package(
             dependencies: ["OperationKit"],
             path: "Examples/WrapProcess"
         ),
+        .executableTarget(
+            name: "Connection",
+            dependencies: ["OperationKit"],
+            path: "Examples/Connection"
+        ),
         .target(
             name: "OperationKitTestSupport",
             dependencies: ["OperationKit"]

@@ -10,6 +10,10 @@ struct Sizes {
     var layers: Int { quick ? 20 : 100 }
     var layerWidth: Int { quick ? 20 : 100 }
     var cancelled: Int { quick ? 20_000 : 100_000 }
+    /// Requests per run in the state-machine section.
+    var transitions: Int { quick ? 200_000 : 2_000_000 }
+    /// Quick mode's cap on one state-machine run, in ms (a slower contender makes fewer requests).
+    var transitionRunBudget: Double? { quick ? 80 : nil }
     /// Measured runs per scenario and contender, after one warm-up run.
     var runs: Int { quick ? 3 : 5 }
 }

@@ -3,8 +3,9 @@
 //   swift run -c release --package-path Benchmarks OperationKitBenchmarks            full sizes
 //   swift run -c release --package-path Benchmarks OperationKitBenchmarks --quick    CI sizes
 //   OperationKitBenchmarks --peak-rss idle|s1-operationkit|s1-foundation [--quick]  one peak-memory child
+//   OperationKitBenchmarks --state-machine [--quick]                                 only the state-machine section
 //
-// Every run is checked (bodies executed, dependency order); any wrong result exits with status 1.
+// Every run is checked (bodies executed, dependency order, states reached); any wrong result exits with status 1.
 
 import Foundation
 
@@ -80,8 +81,9 @@ if let flag = arguments.firstIndex(of: "--peak-rss") {
     }
     runPeakChild(mode, count: sizes.independent)
 }
-for argument in arguments where argument != "--quick" {
-    fail("unknown argument \(argument); usage: OperationKitBenchmarks [--quick] [--peak-rss MODE]")
+let onlyStateMachine = arguments.contains("--state-machine")
+for argument in arguments where argument != "--quick" && argument != "--state-machine" {
+    fail("unknown argument \(argument); usage: OperationKitBenchmarks [--quick] [--state-machine] [--peak-rss MODE]")
 }
 
 let wallClock = ContinuousClock.now
@@ -89,6 +91,13 @@ report("# OperationKit benchmarks (\(sizes.quick ? "quick" : "full") mode)")
 report()
 machineDescription().forEach { report($0) }
 report()
+
+if onlyStateMachine {
+    stateMachineReport(sizes: sizes).forEach { report($0) }
+    report()
+    report("Total benchmark time: \(format(milliseconds(wallClock.duration(to: .now)) / 1_000, decimals: 1)) s")
+    exit(0)
+}
 
 // Foundation's chain and layered graph are quadratic on Linux (over ten seconds per full-size run), so in
 // full mode they get three runs and no warm-up.
@@ -123,5 +132,9 @@ report()
 
 // Memory: heap growth while S1's operations are pending in a suspended queue, and the peak resident set.
 memoryReport(count: sizes.independent, quick: sizes.quick).forEach { report($0) }
+report()
+
+// StateMachine: transitions per second against an enum + switch under a mutex (the floor).
+stateMachineReport(sizes: sizes).forEach { report($0) }
 report()
 report("Total benchmark time: \(format(milliseconds(wallClock.duration(to: .now)) / 1_000, decimals: 1)) s")

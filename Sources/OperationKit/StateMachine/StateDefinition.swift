@@ -6,7 +6,9 @@ public enum BarrierResponse<State: Hashable & Sendable>: Hashable, Sendable {
     /// and the machine stays where it is.
     case deny
     /// Go to another state instead. The redirect target must be registered and allowed (or
-    /// global) from the current state; its own barrier is not consulted, so redirects never loop.
+    /// global) from the current state; the state first requested is not checked against the
+    /// allowed transitions, and the redirect target's own barrier is not consulted, so redirects
+    /// never loop.
     case redirect(to: State)
 }
 
@@ -36,12 +38,12 @@ public struct StateDefinition<State: Hashable & Sendable>: Sendable {
     /// Whether this state can never be left (except by ``StateMachine/reset(completion:)``).
     public private(set) var isFinal = false
 
-    var beforeEnteringActions: [Action] = []
-    var afterEnteringActions: [Action] = []
-    var beforeLeavingActions: [Action] = []
-    var afterLeavingActions: [Action] = []
-    var barrier: (@Sendable (_ from: State) -> BarrierResponse<State>)?
-    var dynamicTransition: (@Sendable () -> State)?
+    @usableFromInline var beforeEnteringActions: [Action] = []
+    @usableFromInline var afterEnteringActions: [Action] = []
+    @usableFromInline var beforeLeavingActions: [Action] = []
+    @usableFromInline var afterLeavingActions: [Action] = []
+    @usableFromInline var barrier: (@Sendable (_ from: State) -> BarrierResponse<State>)?
+    @usableFromInline var dynamicTransition: (@Sendable () -> State)?
 
     /// Defines `state` with the states it may go to.
     /// - Parameters:

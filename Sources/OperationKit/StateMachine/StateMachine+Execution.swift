@@ -1,4 +1,12 @@
+import Dispatch
+
+// The execution of requests: serialised, first in first out, never re-entrant, no user code under
+// the lock. The hot path is `@inlinable` so that a client's `StateMachine<MyState>` is specialised
+// for its state type (unspecialised generic code spends most of a transition looking up type
+// metadata).
+
 /// What a request asks for.
+@usableFromInline
 enum RequestKind<State: Hashable & Sendable>: Sendable {
     case transition(to: State)
     case dynamic
@@ -7,23 +15,41 @@ enum RequestKind<State: Hashable & Sendable>: Sendable {
     case reset
 }
 
-/// A request waiting to run, with where its outcome goes.
+/// A request waiting to run, with where its outcome goes (a completion handler, or the resumption
+/// of an awaiting task, as a closure: a stored `CheckedContinuation` would give the request no
+/// fixed layout).
+@usableFromInline
 struct Request<State: Hashable & Sendable> {
-    var kind: RequestKind<State>
-    var delivery: StateMachine<State>.Delivery
+    @usableFromInline typealias Delivery = (@Sendable (Result<StateTransition<State>?, StateMachineError<State>>) -> Void)?
+
+    @usableFromInline var kind: RequestKind<State>
+    @usableFromInline var delivery: Delivery
+
+    @inlinable
+    init(kind: RequestKind<State>, delivery: Delivery) {
+        self.kind = kind
+        self.delivery = delivery
+    }
 }
 
 /// A first-in first-out list of requests: an array and the index of its head.
+@usableFromInline
 struct RequestQueue<State: Hashable & Sendable> {
-    private var elements: [Request<State>] = []
-    private var head = 0
+    @usableFromInline var elements: [Request<State>] = []
+    @usableFromInline var head = 0
 
+    @inlinable
+    init() {}
+
+    @inlinable
     var isEmpty: Bool { head == elements.count }
 
+    @inlinable
     mutating func append(_ request: Request<State>) {
         elements.append(request)
     }
 
+    @inlinable
     mutating func popFirst() -> Request<State>? {
         guard head < elements.count else { return nil }
         let request = elements[head]
@@ -40,53 +66,25 @@ struct RequestQueue<State: Hashable & Sendable> {
 }
 
 extension StateMachine {
-    /// Where a request's outcome goes.
-    enum Delivery {
-        case none
-        case callback(@Sendable (Outcome) -> Void)
-        case continuation(CheckedContinuation<Outcome, Never>)
-
-        init(_ callback: (@Sendable (Outcome) -> Void)?) {
-            self = callback.map(Delivery.callback) ?? .none
-        }
-
-        /// A delivery for requests that cannot fail (resume, reset).
-        init(ignoringErrors callback: (@Sendable (StateTransition<State>?) -> Void)?) {
-            guard let callback else {
-                self = .none
-                return
-            }
-            self = .callback { outcome in callback(try? outcome.get()) }
-        }
-
-        /// Whether delivering runs user code (whose order relative to other transitions matters).
-        var runsUserCode: Bool {
-            if case .callback = self { return true }
-            return false
-        }
-
-        func deliver(_ outcome: Outcome) {
-            switch self {
-            case .none:
-                break
-            case .callback(let callback):
-                callback(outcome)
-            case .continuation(let continuation):
-                continuation.resume(returning: outcome)
-            }
-        }
-    }
-
     /// One observer: its callback, and what to do if the machine goes away first (finish a stream).
+    @usableFromInline
     struct ObserverEntry {
-        var id: Int
-        var callback: @Sendable (StateTransition<State>) -> Void
-        var onMachineRelease: (@Sendable () -> Void)?
+        @usableFromInline var id: Int
+        @usableFromInline var callback: @Sendable (StateTransition<State>) -> Void
+        @usableFromInline var onMachineRelease: (@Sendable () -> Void)?
+
+        @inlinable
+        init(id: Int, callback: @escaping @Sendable (StateTransition<State>) -> Void, onMachineRelease: (@Sendable () -> Void)?) {
+            self.id = id
+            self.callback = callback
+            self.onMachineRelease = onMachineRelease
+        }
     }
 
     // MARK: Submitting
 
     /// Runs `request` now if the machine is idle, otherwise queues it behind the running ones.
+    @inlinable
     func submit(_ request: Request<State>) {
         lock.lock()
         if running {
@@ -101,22 +99,16 @@ extension StateMachine {
             transitionQueue.async { self.drain(first: nil) }
             return
         }
-        // Idle, and no queue: this thread runs the request. A request that runs no user code at
-        // all (no barrier, action, observer or completion handler) is settled under the lock.
-        if !request.delivery.runsUserCode {
+        // Idle, and no queue: this thread runs the request. A request that runs no user code —
+        // no barrier, action, observer or completion handler — is settled under the lock.
+        if request.delivery == nil {
             switch rules.firstStep(for: request.kind) {
-            case .ignore:
+            case .ignore, .fail:
                 lock.unlock()
-                request.delivery.deliver(.success(nil))
-                return
-            case .fail(let error):
-                lock.unlock()
-                request.delivery.deliver(.failure(error))
                 return
             case .perform(let plan) where observers.isEmpty && table.isQuiet(from: plan.from, to: plan.to):
                 rules.commit(plan)
                 lock.unlock()
-                request.delivery.deliver(.success(change(plan)))
                 return
             case .perform, .consultBarrier, .pickDynamicTarget:
                 break
@@ -129,7 +121,8 @@ extension StateMachine {
 
     /// Runs requests until none is left. The caller has set `running`; this thread is now the only
     /// one that changes the state.
-    private func drain(first: Request<State>?) {
+    @inlinable
+    func drain(first: Request<State>?) {
         var next = first
         if next == nil {
             lock.lock()
@@ -139,7 +132,7 @@ extension StateMachine {
         }
         while let request = next {
             let outcome = execute(request.kind)
-            request.delivery.deliver(outcome)
+            request.delivery?(outcome)
             lock.lock()
             next = pending.popFirst()
             if next == nil { running = false }
@@ -150,7 +143,8 @@ extension StateMachine {
     // MARK: Executing
 
     /// Preflights `kind`, consulting barriers and dynamic transitions, and performs the change.
-    private func execute(_ kind: RequestKind<State>) -> Outcome {
+    @inlinable
+    func execute(_ kind: RequestKind<State>) -> Outcome {
         // Reading `rules` without the lock is safe here: only the running thread changes it.
         var step = rules.firstStep(for: kind)
         while true {
@@ -178,9 +172,15 @@ extension StateMachine {
     }
 
     /// Runs the actions of `plan` around the state change, then the observers.
-    private func perform(_ plan: TransitionRules<State>.Plan) {
+    @inlinable
+    func perform(_ plan: TransitionRules<State>.Plan) {
         let from = table.state(at: plan.from)
         let to = table.state(at: plan.to)
+        if table.isQuiet(from: plan.from, to: plan.to) {
+            let observers = commit(plan)
+            if !observers.isEmpty { notify(observers, of: plan) }
+            return
+        }
         let leaving = table.definitions[plan.from]
         let entering = table.definitions[plan.to]
         let observers: [ObserverEntry]
@@ -204,27 +204,33 @@ extension StateMachine {
         case .reset:
             observers = commit(plan)
         }
-        if !observers.isEmpty {
-            let transition = change(plan)
-            for observer in observers { observer.callback(transition) }
-        }
+        if !observers.isEmpty { notify(observers, of: plan) }
+    }
+
+    @inlinable
+    func notify(_ observers: [ObserverEntry], of plan: TransitionRules<State>.Plan) {
+        let transition = change(plan)
+        for observer in observers { observer.callback(transition) }
     }
 
     /// Changes the state and returns the observers to tell.
-    private func commit(_ plan: TransitionRules<State>.Plan) -> [ObserverEntry] {
+    @inlinable
+    func commit(_ plan: TransitionRules<State>.Plan) -> [ObserverEntry] {
         lock.lock()
         defer { lock.unlock() }
         rules.commit(plan)
         return observers
     }
 
-    private func change(_ plan: TransitionRules<State>.Plan) -> StateTransition<State> {
+    @inlinable
+    func change(_ plan: TransitionRules<State>.Plan) -> StateTransition<State> {
         StateTransition(from: table.state(at: plan.from), to: table.state(at: plan.to), cause: plan.cause)
     }
 }
 
 extension TransitionRules {
     /// The first step of a request.
+    @inlinable
     func firstStep(for kind: RequestKind<State>) -> Step {
         switch kind {
         case .transition(let target):

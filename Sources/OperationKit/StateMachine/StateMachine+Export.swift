@@ -12,8 +12,14 @@ extension StateMachine {
             lines.append("    state \"\(label.replacingAll("\"", with: "'"))\" as \(ids.ids[index])")
         }
         lines.append("    [*] --> \(ids.ids[0])")
-        for (from, to) in edges() {
+        let edges = edges()
+        for (from, to) in edges {
             lines.append("    \(ids.ids[from]) --> \(ids.ids[to])")
+        }
+        // A state on no edge and with no label line (a suspension state, typically) is declared
+        // on its own, so that every registered state appears.
+        for index in isolatedStates(edges) where ids.labels[index] == ids.ids[index] {
+            lines.append("    \(ids.ids[index])")
         }
         for index in table.definitions.indices where table.isFinal(index) {
             lines.append("    \(ids.ids[index]) --> [*]")
@@ -33,17 +39,24 @@ extension StateMachine {
     /// - Parameter markingCurrentState: Whether to draw the current state filled.
     public func graphvizDOT(markingCurrentState: Bool = false) -> String {
         let labels = table.definitions.map { "\"" + "\($0.state)".dotEscaped + "\"" }
+        // The start point's name must differ from every state's.
+        var start = "\"__initial\""
+        while labels.contains(start) { start = "\"_" + start.dropFirst() }
         var lines = ["digraph \"\(name.dotEscaped)\" {", "    rankdir=LR;", "    node [shape=ellipse];",
-                     "    \"__initial\" [shape=point];", "    \"__initial\" -> \(labels[0]);"]
+                     "    \(start) [shape=point];", "    \(start) -> \(labels[0]);"]
+        let edges = edges()
+        let isolated = Set(isolatedStates(edges))
         for index in table.definitions.indices {
             var attributes: [String] = []
             if table.isFinal(index) { attributes.append("shape=doublecircle") }
             if markingCurrentState && index == currentIndex { attributes.append("style=filled") }
             if !attributes.isEmpty {
                 lines.append("    \(labels[index]) [\(attributes.joined(separator: ", "))];")
+            } else if isolated.contains(index) {
+                lines.append("    \(labels[index]);")
             }
         }
-        for (from, to) in edges() {
+        for (from, to) in edges {
             let style = table.isGlobal(to) && !table.allows(from: from, to: to) ? " [style=dashed]" : ""
             lines.append("    \(labels[from]) -> \(labels[to])\(style);")
         }
@@ -57,13 +70,25 @@ extension StateMachine {
         return rules.current
     }
 
-    /// Every allowed edge, in definition order: the listed transitions, then one edge into each
-    /// global state from every non-final state that does not list it.
+    /// The states that are not the initial state, not final and on no edge.
+    private func isolatedStates(_ edges: [(Int, Int)]) -> [Int] {
+        var connected = Set([0])
+        for (from, to) in edges {
+            connected.insert(from)
+            connected.insert(to)
+        }
+        return table.definitions.indices.filter { !connected.contains($0) && !table.isFinal($0) }
+    }
+
+    /// Every allowed edge once, in definition order: the listed transitions, then one edge into
+    /// each global state from every non-final state that does not list it. A state listing itself
+    /// draws no edge (such a request is a same-state no-op).
     private func edges() -> [(Int, Int)] {
         var result: [(Int, Int)] = []
         for from in table.definitions.indices {
+            var listed = Set<Int>()
             for target in table.definitions[from].allowedTransitions {
-                if let to = table.index(of: target), to != from { result.append((from, to)) }
+                if let to = table.index(of: target), to != from, listed.insert(to).inserted { result.append((from, to)) }
             }
             guard !table.isFinal(from) else { continue }
             for to in table.definitions.indices

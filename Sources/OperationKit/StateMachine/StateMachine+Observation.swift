@@ -25,9 +25,11 @@ extension StateMachine {
         return StateObservation { [weak self] in self?.removeObserver(id) }
     }
 
-    /// A stream of every change of state (transitions, suspend, resume and reset), in order. It
-    /// ends when the consumer stops iterating or the machine is released; changes are buffered
-    /// without limit, so none is lost to a slow consumer.
+    /// A stream of every change of state (transitions, suspend, resume and reset), in order.
+    /// Changes are buffered without limit, so none is lost to a slow consumer. The stream ends when
+    /// the machine is released; the machine stops feeding it when the iterating task is cancelled
+    /// or the stream and its iterator are released (keeping the stream after breaking out of a
+    /// loop keeps it buffering).
     public var changes: AsyncStream<StateTransition<State>> {
         let (stream, continuation) = AsyncStream.makeStream(of: StateTransition<State>.self)
         lock.lock()
@@ -38,14 +40,17 @@ extension StateMachine {
     }
 
     /// A stream of the machine's states: the current state first, then each new state, in order
-    /// (Machinus's publisher). It ends when the consumer stops iterating or the machine is released.
+    /// (Machinus's publisher). It ends, and stops being fed, as ``changes`` does.
     public var stateUpdates: AsyncStream<State> {
         let (stream, continuation) = AsyncStream.makeStream(of: State.self)
         lock.lock()
         // Yielding under the lock is safe: nobody iterates the stream yet, so no continuation is
         // resumed; it orders the current state before any change delivered after this point.
         continuation.yield(table.state(at: rules.current))
-        let id = addObserverLocked({ continuation.yield($0.to) }, onMachineRelease: { continuation.finish() })
+        let id = addObserverLocked({ change in
+            // A reset that only ends a suspension in the initial state changes no state.
+            if change.from != change.to { continuation.yield(change.to) }
+        }, onMachineRelease: { continuation.finish() })
         lock.unlock()
         continuation.onTermination = { [weak self] _ in self?.removeObserver(id) }
         return stream

@@ -34,7 +34,8 @@ import Synchronization
 ///
 /// The machine is safe to use from any thread, and transitions are serialised: requests run one at
 /// a time in the order they were made. A request made while another runs — from another thread,
-/// or from inside one of its actions — is queued and runs right after it, never re-entrantly.
+/// or from inside one of its actions, barriers, observers or completion handlers — is queued and
+/// runs right after it, never re-entrantly.
 /// Without a `transitionQueue`, a request made while the machine is idle runs at once on the
 /// requesting thread, and queued requests run on the thread that is already running transitions.
 /// With a `transitionQueue`, every transition, its actions, observers and completion run on that
@@ -47,22 +48,22 @@ public final class StateMachine<State: Hashable & Sendable> {
     /// quiet no-op) or the reason it was refused.
     public typealias Outcome = Result<StateTransition<State>?, StateMachineError<State>>
 
-    let table: StateTable<State>
+    @usableFromInline let table: StateTable<State>
     /// The queue transitions run on, or `nil` to run them on the requesting thread.
     public let transitionQueue: DispatchQueue?
 
-    let lock = Lock()
+    @usableFromInline let lock = Lock()
     // protected by lock (the thread running transitions reads `rules` without it: it is the only
     // writer, and writes under the lock)
-    var rules: TransitionRules<State>
+    @exclusivity(unchecked) @usableFromInline var rules: TransitionRules<State>
     // protected by lock
-    var pending = RequestQueue<State>()
+    @exclusivity(unchecked) @usableFromInline var pending = RequestQueue<State>()
     // protected by lock: whether a thread (or the transition queue) is running transitions
-    var running = false
+    @exclusivity(unchecked) @usableFromInline var running = false
     // protected by lock
-    var observers: [ObserverEntry] = []
+    @exclusivity(unchecked) @usableFromInline var observers: [ObserverEntry] = []
     // protected by lock
-    var nextObserverID = 0
+    @exclusivity(unchecked) var nextObserverID = 0
 
     /// Builds a machine from state definitions listed in a builder block.
     ///
@@ -90,7 +91,7 @@ public final class StateMachine<State: Hashable & Sendable> {
     }
 
     /// Builds a machine from an array of state definitions; the first is the initial state.
-    /// See ``init(name:options:transitionQueue:beforeTransition:afterTransition:states:)-(_,_,_,_,_,()->[StateDefinition<State>])``.
+    /// See ``init(name:options:transitionQueue:beforeTransition:afterTransition:states:)-5yv5e``.
     public init(
         name: String? = nil,
         options: StateMachineOptions = [],
@@ -158,15 +159,17 @@ public final class StateMachine<State: Hashable & Sendable> {
     ///     quiet no-op, or the error. Runs on the thread running transitions (or the transition
     ///     queue), after the observers, before the next request starts. If the machine is idle and
     ///     has no transition queue, it runs before this method returns.
+    @inlinable
     public func transition(to target: State, completion: (@Sendable (Outcome) -> Void)? = nil) {
-        submit(Request(kind: .transition(to: target), delivery: Delivery(completion)))
+        submit(Request(kind: .transition(to: target), delivery: completion))
     }
 
     /// Requests a dynamic transition: the current state's dynamic transition picks the target
     /// (``StateDefinition/withDynamicTransition(_:)``), then the usual checks apply. Without one the
     /// completion gets `dynamicTransitionNotDefined`.
+    @inlinable
     public func transition(completion: (@Sendable (Outcome) -> Void)? = nil) {
-        submit(Request(kind: .dynamic, delivery: Delivery(completion)))
+        submit(Request(kind: .dynamic, delivery: completion))
     }
 
     /// Suspends the machine: enters `state` without the allowed-transition checks and barriers,
@@ -175,21 +178,25 @@ public final class StateMachine<State: Hashable & Sendable> {
     /// `nil`) when already suspended, in a final state, or already in `state`; fails with
     /// `unknownState` or `finalState` when `state` is unregistered or final. While suspended,
     /// transitions fail with `suspended`.
+    @inlinable
     public func suspend(to state: State, completion: (@Sendable (Outcome) -> Void)? = nil) {
-        submit(Request(kind: .suspend(to: state), delivery: Delivery(completion)))
+        submit(Request(kind: .suspend(to: state), delivery: completion))
     }
 
     /// Returns a suspended machine to the state it was suspended from, running only the suspension
     /// state's leaving actions. Ignored (completion gets `nil`) when not suspended.
+    @inlinable
     public func resume(completion: (@Sendable (StateTransition<State>?) -> Void)? = nil) {
-        submit(Request(kind: .resume, delivery: Delivery(ignoringErrors: completion)))
+        submit(Request(kind: .resume, delivery: completion.map { handler in { handler(try? $0.get()) } }))
     }
 
     /// Returns the machine to its initial state, running no action, and ends a suspension.
-    /// Observers are told (with cause ``StateTransition/Cause/reset``) when the state changes. Like
+    /// Observers are told (with cause ``StateTransition/Cause/reset``) whenever the reset changed
+    /// anything — the state, or only a suspension in the initial state (then `from == to`). Like
     /// every request it runs after the transitions requested before it.
+    @inlinable
     public func reset(completion: (@Sendable (StateTransition<State>?) -> Void)? = nil) {
-        submit(Request(kind: .reset, delivery: Delivery(ignoringErrors: completion)))
+        submit(Request(kind: .reset, delivery: completion.map { handler in { handler(try? $0.get()) } }))
     }
 
     // MARK: Transitions with async/await
@@ -199,6 +206,7 @@ public final class StateMachine<State: Hashable & Sendable> {
     /// The request is queued like any other; cancelling the awaiting task does not withdraw it.
     /// - Throws: ``StateMachineError`` when the transition is refused; the machine is unchanged.
     @discardableResult
+    @inlinable
     public func transition(to target: State) async throws(StateMachineError<State>) -> StateTransition<State>? {
         try await outcome(of: .transition(to: target)).get()
     }
@@ -207,6 +215,7 @@ public final class StateMachine<State: Hashable & Sendable> {
     /// `nil` for a quiet no-op.
     /// - Throws: ``StateMachineError`` when it is refused.
     @discardableResult
+    @inlinable
     public func transition() async throws(StateMachineError<State>) -> StateTransition<State>? {
         try await outcome(of: .dynamic).get()
     }
@@ -216,6 +225,7 @@ public final class StateMachine<State: Hashable & Sendable> {
     /// - Throws: ``StateMachineError`` (`unknownState`, `finalState`) when `state` cannot be a
     ///   suspension state.
     @discardableResult
+    @inlinable
     public func suspend(to state: State) async throws(StateMachineError<State>) -> StateTransition<State>? {
         try await outcome(of: .suspend(to: state)).get()
     }
@@ -223,6 +233,7 @@ public final class StateMachine<State: Hashable & Sendable> {
     /// Resumes a suspended machine (see ``resume(completion:)``) and returns the change, or `nil`
     /// when it was not suspended.
     @discardableResult
+    @inlinable
     public func resume() async -> StateTransition<State>? {
         try? await outcome(of: .resume).get()
     }
@@ -230,13 +241,15 @@ public final class StateMachine<State: Hashable & Sendable> {
     /// Resets the machine (see ``reset(completion:)``) and returns the change, or `nil` when it was
     /// already in its initial state and not suspended.
     @discardableResult
+    @inlinable
     public func reset() async -> StateTransition<State>? {
         try? await outcome(of: .reset).get()
     }
 
-    private func outcome(of kind: RequestKind<State>) async -> Outcome {
+    @inlinable
+    func outcome(of kind: RequestKind<State>) async -> Outcome {
         await withCheckedContinuation { (continuation: CheckedContinuation<Outcome, Never>) in
-            submit(Request(kind: kind, delivery: .continuation(continuation)))
+            submit(Request(kind: kind, delivery: { continuation.resume(returning: $0) }))
         }
     }
 }

@@ -35,7 +35,7 @@ public struct StateMachineError<State: Hashable & Sendable>: Error, Hashable, Se
         "StateMachineError.\(code) [\(machineName)]: \(message)"
     }
 
-    /// Two errors are equal when their codes, machines and states are equal.
+    /// Two errors are equal when their codes, machines, states and targets are equal.
     public static func == (lhs: Self, rhs: Self) -> Bool {
         lhs.code == rhs.code && lhs.machineName == rhs.machineName && lhs.state == rhs.state
             && lhs.target == rhs.target

@@ -1,28 +1,34 @@
 /// A ``StateMachine``'s configuration, checked and compiled once: states by index, the allowed
 /// transitions as a bit matrix, and each state's flags and closures. Immutable, so the thread
 /// executing transitions reads it without a lock.
+@usableFromInline
 final class StateTable<State: Hashable & Sendable>: Sendable {
-    typealias TransitionAction = @Sendable (_ from: State, _ to: State) -> Void
+    @usableFromInline typealias TransitionAction = @Sendable (_ from: State, _ to: State) -> Void
 
-    let name: String
-    let options: StateMachineOptions
-    let definitions: [StateDefinition<State>]
-    let beforeTransition: TransitionAction?
-    let afterTransition: TransitionAction?
-    private let indices: [State: Int]
+    @usableFromInline let name: String
+    @usableFromInline let options: StateMachineOptions
+    @usableFromInline let definitions: [StateDefinition<State>]
+    @usableFromInline let beforeTransition: TransitionAction?
+    @usableFromInline let afterTransition: TransitionAction?
+    /// The states by index (the hot path reads these, not whole definitions).
+    @usableFromInline let states: [State]
+    /// For up to ``linearSearchLimit`` states, `index(of:)` compares with each state (cheaper than
+    /// hashing); above, it looks the state up here.
+    @usableFromInline let indices: [State: Int]
+    @usableFromInline static var linearSearchLimit: Int { 16 }
     /// Row `i` holds the states state `i` may go to: bit `j` of word `i * wordsPerRow + j / 64`.
-    private let allowedBits: [UInt64]
-    private let wordsPerRow: Int
-    /// Per state: whether entering or leaving it runs any code before the state changes.
-    private let runsCodeBeforeChange: [Bool]
-    /// Per state: whether entering or leaving it runs any code after the state changes.
-    private let runsCodeAfterChange: [Bool]
+    @usableFromInline let allowedBits: [UInt64]
+    @usableFromInline let wordsPerRow: Int
+    /// Per state, one bit each: final, global, has a barrier, runs code before the state changes
+    /// (entering or leaving actions, or a barrier), runs code after it.
+    @usableFromInline let flags: [UInt8]
 
-    var count: Int { definitions.count }
+    @inlinable var count: Int { states.count }
 
     /// Checks `definitions` and compiles them.
     /// - Throws: ``StateMachineError`` with `tooFewStates`, `duplicateState`, `finalStateWithExits`,
     ///   `finalStateWithLeavingActions` or `unknownState`.
+    @usableFromInline
     init(
         name: String,
         options: StateMachineOptions,
@@ -72,50 +78,79 @@ final class StateTable<State: Hashable & Sendable>: Sendable {
         self.definitions = definitions
         self.beforeTransition = beforeTransition
         self.afterTransition = afterTransition
+        self.states = definitions.map(\.state)
         self.indices = indices
         self.allowedBits = bits
         self.wordsPerRow = wordsPerRow
-        runsCodeBeforeChange = definitions.map {
-            !$0.beforeEnteringActions.isEmpty || !$0.beforeLeavingActions.isEmpty || $0.barrier != nil
-        }
-        runsCodeAfterChange = definitions.map {
-            !$0.afterEnteringActions.isEmpty || !$0.afterLeavingActions.isEmpty
+        flags = definitions.map { definition in
+            var flags: UInt8 = 0
+            if definition.isFinal { flags |= StateFlags.final }
+            if definition.isGlobal { flags |= StateFlags.global }
+            if definition.barrier != nil { flags |= StateFlags.barrier }
+            if !definition.beforeEnteringActions.isEmpty || !definition.beforeLeavingActions.isEmpty
+                || definition.barrier != nil
+            {
+                flags |= StateFlags.codeBefore
+            }
+            if !definition.afterEnteringActions.isEmpty || !definition.afterLeavingActions.isEmpty {
+                flags |= StateFlags.codeAfter
+            }
+            return flags
         }
     }
 
-    @inline(__always)
+    @inlinable @inline(__always)
     func index(of state: State) -> Int? {
-        indices[state]
+        if states.count <= Self.linearSearchLimit {
+            for index in states.indices where states[index] == state { return index }
+            return nil
+        }
+        return indices[state]
     }
 
-    @inline(__always)
+    @inlinable @inline(__always)
     func state(at index: Int) -> State {
-        definitions[index].state
+        states[index]
     }
 
     /// Whether state `from` lists `to` among its allowed transitions.
-    @inline(__always)
+    @inlinable @inline(__always)
     func allows(from: Int, to: Int) -> Bool {
         allowedBits[from * wordsPerRow + to / 64] & (1 << UInt64(to % 64)) != 0
     }
 
-    @inline(__always)
+    @inlinable @inline(__always)
     func isFinal(_ index: Int) -> Bool {
-        definitions[index].isFinal
+        flags[index] & StateFlags.final != 0
     }
 
-    @inline(__always)
+    @inlinable @inline(__always)
     func isGlobal(_ index: Int) -> Bool {
-        definitions[index].isGlobal
+        flags[index] & StateFlags.global != 0
+    }
+
+    @inlinable @inline(__always)
+    func hasBarrier(_ index: Int) -> Bool {
+        flags[index] & StateFlags.barrier != 0
     }
 
     /// Whether a transition between the two states runs no code at all besides changing the
     /// state: no barrier, no state action and no machine action. (Observers are checked apart.)
-    @inline(__always)
+    @inlinable @inline(__always)
     func isQuiet(from: Int, to: Int) -> Bool {
-        beforeTransition == nil && afterTransition == nil && !runsCodeBeforeChange[from] && !runsCodeBeforeChange[to]
-            && !runsCodeAfterChange[from] && !runsCodeAfterChange[to]
+        beforeTransition == nil && afterTransition == nil
+            && (flags[from] | flags[to]) & (StateFlags.codeBefore | StateFlags.codeAfter) == 0
     }
+}
+
+/// The bits of ``StateTable/flags``.
+@usableFromInline
+enum StateFlags {
+    @usableFromInline static var final: UInt8 { 1 }
+    @usableFromInline static var global: UInt8 { 2 }
+    @usableFromInline static var barrier: UInt8 { 4 }
+    @usableFromInline static var codeBefore: UInt8 { 8 }
+    @usableFromInline static var codeAfter: UInt8 { 16 }
 }
 
 /// Options of a ``StateMachine``.

@@ -6,8 +6,10 @@
 /// The preflight of a transition checks, in this order: suspended? · current state final? ·
 /// target registered? · same state? · target's barrier (allow / deny / redirect) · target allowed
 /// from here, or global?
+@usableFromInline
 struct TransitionRules<State: Hashable & Sendable> {
     /// What a request leads to.
+    @usableFromInline
     enum Step {
         /// Nothing happens; the completion gets `nil` (same state or final state without the
         /// error options; suspend in a final state; resume when not suspended…).
@@ -25,28 +27,51 @@ struct TransitionRules<State: Hashable & Sendable> {
     }
 
     /// A change that passed its checks.
+    @usableFromInline
     struct Plan: Equatable {
-        var from: Int
-        var to: Int
-        var cause: StateTransition<State>.Cause
+        @usableFromInline var from: Int
+        @usableFromInline var to: Int
+        @usableFromInline var cause: StateTransition<State>.Cause
+
+        @inlinable
+        init(from: Int, to: Int, cause: StateTransition<State>.Cause) {
+            self.from = from
+            self.to = to
+            self.cause = cause
+        }
     }
 
-    let table: StateTable<State>
+    @usableFromInline let table: StateTable<State>
     /// The index of the current state.
-    private(set) var current = 0
+    @usableFromInline var current = 0
     /// While suspended: the index of the state to resume to.
-    private(set) var resumeTarget: Int?
+    @usableFromInline var resumeTarget: Int?
 
+    @inlinable
     init(table: StateTable<State>) {
         self.table = table
     }
 
-    var isSuspended: Bool { resumeTarget != nil }
+    @inlinable var isSuspended: Bool { resumeTarget != nil }
 
     // MARK: Requests
 
     /// The preflight of a transition to `target`.
+    @inlinable @inline(__always)
     func preflight(to target: State) -> Step {
+        // The usual case, checked first without building anything: not suspended, not final, a
+        // registered target other than the current state, no barrier, allowed or global.
+        if resumeTarget == nil && !table.isFinal(current), let index = table.index(of: target), index != current,
+           !table.hasBarrier(index), table.isGlobal(index) || table.allows(from: current, to: index)
+        {
+            return .perform(Plan(from: current, to: index, cause: .transition))
+        }
+        return preflightInFull(to: target)
+    }
+
+    /// ``preflight(to:)`` step by step, with the refusals and their errors.
+    @inlinable @inline(never)
+    func preflightInFull(to target: State) -> Step {
         if let refusal = refusalBeforeTarget(target) {
             return refusal
         }
@@ -57,13 +82,14 @@ struct TransitionRules<State: Hashable & Sendable> {
             return table.options.contains(.sameStateIsError)
                 ? .fail(error(.alreadyInState, target, "already in state \(target)")) : .ignore
         }
-        if table.definitions[index].barrier != nil {
+        if table.hasBarrier(index) {
             return .consultBarrier(target: index)
         }
         return allowedCheck(index)
     }
 
     /// The preflight of a dynamic transition.
+    @inlinable
     func preflightDynamic() -> Step {
         if let refusal = refusalBeforeTarget(nil) {
             return refusal
@@ -76,6 +102,7 @@ struct TransitionRules<State: Hashable & Sendable> {
     }
 
     /// What the barrier of `target` answering `response` leads to.
+    @inlinable
     func barrierAnswered(_ response: BarrierResponse<State>, target: Int) -> Step {
         switch response {
         case .allow:
@@ -97,6 +124,7 @@ struct TransitionRules<State: Hashable & Sendable> {
     }
 
     /// The preflight of `suspend(to:)`.
+    @inlinable
     func preflightSuspend(to state: State) -> Step {
         guard let index = table.index(of: state) else {
             return .fail(error(.unknownState, state, "cannot suspend to \(state): it is not registered"))
@@ -111,18 +139,21 @@ struct TransitionRules<State: Hashable & Sendable> {
     }
 
     /// The preflight of `resume()`.
+    @inlinable
     func preflightResume() -> Step {
         guard let target = resumeTarget else { return .ignore }
         return .perform(Plan(from: current, to: target, cause: .resume))
     }
 
     /// The preflight of `reset()`.
+    @inlinable
     func preflightReset() -> Step {
         if current == 0 && !isSuspended { return .ignore }
         return .perform(Plan(from: current, to: 0, cause: .reset))
     }
 
     /// Whether a transition to `target` requested now would pass every check but the barrier's.
+    @inlinable
     func canTransition(to target: State) -> Bool {
         guard !isSuspended, !table.isFinal(current), let index = table.index(of: target), index != current else {
             return false
@@ -133,6 +164,7 @@ struct TransitionRules<State: Hashable & Sendable> {
     // MARK: Changing state
 
     /// Makes `plan` the current state.
+    @inlinable
     mutating func commit(_ plan: Plan) {
         precondition(plan.from == current, "Internal inconsistency: committing \(plan) in state \(current)")
         current = plan.to
@@ -149,7 +181,8 @@ struct TransitionRules<State: Hashable & Sendable> {
     // MARK: Helpers
 
     /// The refusals that do not depend on the target: suspended, then final.
-    private func refusalBeforeTarget(_ target: State?) -> Step? {
+    @inlinable
+    func refusalBeforeTarget(_ target: State?) -> Step? {
         if isSuspended {
             return .fail(error(.suspended, target, "the machine is suspended in \(table.state(at: current))"))
         }
@@ -160,7 +193,8 @@ struct TransitionRules<State: Hashable & Sendable> {
         return nil
     }
 
-    private func allowedCheck(_ index: Int) -> Step {
+    @inlinable
+    func allowedCheck(_ index: Int) -> Step {
         if table.isGlobal(index) || table.allows(from: current, to: index) {
             return .perform(Plan(from: current, to: index, cause: .transition))
         }
@@ -169,7 +203,8 @@ struct TransitionRules<State: Hashable & Sendable> {
                            "\(table.state(at: current)) cannot go to \(table.state(at: index)) (allowed: \(allowed.isEmpty ? "none" : allowed))"))
     }
 
-    private func error(_ code: StateMachineError<State>.Code, _ target: State?, _ message: String) -> StateMachineError<State> {
+    @inlinable
+    func error(_ code: StateMachineError<State>.Code, _ target: State?, _ message: String) -> StateMachineError<State> {
         StateMachineError(code, machine: table.name, state: table.state(at: current), target: target, message)
     }
 }

@@ -15,12 +15,14 @@ import Darwin
 ///
 /// A lock either owns its mutex (``init(recursive:)``) or borrows one of ``LockStripes`` — the
 /// lock of every ``ConcurrentOperation``, which saves an allocation per operation.
+@usableFromInline
 struct Lock: @unchecked Sendable {  // the mutex itself is the synchronisation
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
     /// Keeps an owned mutex alive; `nil` for a striped lock, whose mutex lives forever.
-    private let storage: LockStorage?
+    @usableFromInline let storage: LockStorage?
 
     /// Creates a lock with a mutex of its own. A recursive lock may be re-taken by its holder.
+    @usableFromInline
     init(recursive: Bool = false) {
         self.init(owning: LockStorage.make(count: 1, recursive: recursive))
     }
@@ -43,18 +45,18 @@ struct Lock: @unchecked Sendable {  // the mutex itself is the synchronisation
         Lock(borrowing: LockStripes.mutex(for: object))
     }
 
-    @inline(__always)
+    @inlinable @inline(__always)
     func lock() {
         pthread_mutex_lock(mutex)
     }
 
-    @inline(__always)
+    @inlinable @inline(__always)
     func unlock() {
         pthread_mutex_unlock(mutex)
     }
 
     /// Runs `body` with the lock held and returns its result.
-    @inline(__always)
+    @inlinable @inline(__always)
     func withLock<Result>(_ body: () throws -> Result) rethrows -> Result {
         lock()
         defer { unlock() }
@@ -63,12 +65,14 @@ struct Lock: @unchecked Sendable {  // the mutex itself is the synchronisation
 }
 
 /// A mutex padded to a cache line, so that neighbouring stripes do not share one.
+@usableFromInline
 struct PaddedMutex {
     var mutex = pthread_mutex_t()
     var padding: (Int, Int, Int) = (0, 0, 0)
 }
 
 /// Mutexes at fixed addresses, each padded to its own cache line.
+@usableFromInline
 final class LockStorage: ManagedBuffer<Void, PaddedMutex> {
     static func make(count: Int, recursive: Bool) -> LockStorage {
         let buffer = LockStorage.create(minimumCapacity: count) { _ in () }
