@@ -31,6 +31,10 @@ public struct OperationError: Error, Hashable, Sendable, CustomStringConvertible
             case tooLateToAddObserver
             case requiresQueue
             case notExecuting
+            case taskAlreadyInWorkflow
+            case prerequisiteNotInWorkflow
+            case missingPrerequisiteKeys
+            case externalConditionNotFulfilled
         }
 
         private let value: Value
@@ -86,6 +90,16 @@ public struct OperationError: Error, Hashable, Sendable, CustomStringConvertible
         public static let requiresQueue = Code(.requiresQueue)
         /// ``ProcedureOperation/produce(_:)`` outside the procedure's execution, or without a queue.
         public static let notExecuting = Code(.notExecuting)
+        /// ``Workflow/add(_:prerequisites:keyedPrerequisites:)``: the task is already in a workflow.
+        public static let taskAlreadyInWorkflow = Code(.taskAlreadyInWorkflow)
+        /// ``Workflow/add(_:prerequisites:keyedPrerequisites:)``: a prerequisite is not in this
+        /// workflow (add prerequisites first).
+        public static let prerequisiteNotInWorkflow = Code(.prerequisiteNotInWorkflow)
+        /// ``Workflow/add(_:prerequisites:keyedPrerequisites:)``: a required prerequisite key has
+        /// no keyed prerequisite.
+        public static let missingPrerequisiteKeys = Code(.missingPrerequisiteKeys)
+        /// ``ExternalConditionTask``: started before it was fulfilled.
+        public static let externalConditionNotFulfilled = Code(.externalConditionNotFulfilled)
 
         /// The code's name, for example `dependencyCycle`.
         public var description: String { "\(value)" }

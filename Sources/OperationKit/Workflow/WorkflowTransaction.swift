@@ -1,0 +1,217 @@
+/// One change to a workflow: decided under `WorkflowLock.lock` (the `mutating func`s), then
+/// performed without it (``performEffects()``): runs started and ended, hooks, delegates and
+/// events, in the order they were decided.
+struct WorkflowTransaction {
+    enum Effect {
+        case announce(WorkflowEvent)
+        case startRun(WorkflowRunOperation)
+        case endRun(WorkflowRunOperation)
+        case finished(WorkflowTask, (any Sendable)?)
+        case failed(WorkflowTask, any Error)
+        case cancelled(WorkflowTask)
+        case retried(WorkflowTask)
+        case reset(WorkflowTask)
+        case workflowFinished
+    }
+
+    let workflow: Workflow
+    private(set) var effects: [Effect] = []
+
+    init(workflow: Workflow) {
+        self.workflow = workflow
+    }
+
+    // MARK: Decisions, under the lock
+
+    mutating func announce(_ event: WorkflowEvent) {
+        effects.append(.announce(event))
+    }
+
+    mutating func workflowFinished() {
+        effects.append(.workflowFinished)
+    }
+
+    /// Starts a run of `task` if it is ready.
+    mutating func start(_ task: WorkflowTask) {
+        guard task.workflow === workflow, let run = task.lifecycle.start() else { return }
+        let operation = WorkflowRunOperation(task: task, run: run)
+        task.runOperation = operation
+        effects.append(.startRun(operation))
+    }
+
+    /// Finishes run `run` (the current one if `nil`) of `task`.
+    mutating func finish(_ task: WorkflowTask, run: Int?, result: (any Sendable)?) {
+        guard task.workflow === workflow, task.lifecycle.finish(run: run ?? task.lifecycle.run) else { return }
+        task._result = result
+        task._error = nil
+        task._finishTime = .now
+        endRun(task)
+        effects.append(.finished(task, result))
+        enteredFinished(task)
+    }
+
+    /// Fails run `run` (the current one if `nil`) of `task`.
+    mutating func fail(_ task: WorkflowTask, run: Int?, error: any Error) {
+        guard task.workflow === workflow, task.lifecycle.fail(run: run ?? task.lifecycle.run) else { return }
+        task._error = error
+        task._result = nil
+        task._finishTime = .now
+        workflow.failedCount += 1
+        endRun(task)
+        effects.append(.failed(task, error))
+    }
+
+    /// Cancels `roots` and all their dependents.
+    mutating func cancel(from roots: [WorkflowTask]) {
+        for task in closure(from: roots) {
+            let wasExecuting = task.lifecycle.state == .executing
+            guard task.lifecycle.cancel() else { continue }
+            if wasExecuting { endRun(task) }
+            effects.append(.cancelled(task))
+        }
+    }
+
+    /// Retries `roots` and all their dependents: each failed or cancelled one becomes pending, then
+    /// ready and started if its prerequisites have finished.
+    mutating func retry(from roots: [WorkflowTask]) {
+        for task in closure(from: roots) {
+            let wasFailed = task.lifecycle.state == .failed
+            guard task.lifecycle.retry() else { continue }
+            if wasFailed { workflow.failedCount -= 1 }
+            clearOutcome(task)
+            effects.append(.retried(task))
+            if task.lifecycle.prerequisitesChanged(allFinished: task.unfinishedPrerequisites == 0) {
+                start(task)
+            }
+        }
+    }
+
+    /// Resets `roots` and all their dependents: each becomes ready if its prerequisites have
+    /// finished, else pending. Nothing starts.
+    mutating func reset(from roots: [WorkflowTask]) {
+        for task in closure(from: roots) {
+            let previous = task.lifecycle.state
+            guard task.lifecycle.reset() else { continue }
+            switch previous {
+            case .executing: endRun(task)
+            case .finished: leftFinished(task)
+            case .failed: workflow.failedCount -= 1
+            case .pending, .ready, .cancelled: break
+            }
+            clearOutcome(task)
+            _ = task.lifecycle.prerequisitesChanged(allFinished: task.unfinishedPrerequisites == 0)
+            effects.append(.reset(task))
+        }
+    }
+
+    // MARK: Bookkeeping
+
+    private mutating func clearOutcome(_ task: WorkflowTask) {
+        task._result = nil
+        task._error = nil
+        task._finishTime = nil
+    }
+
+    private mutating func endRun(_ task: WorkflowTask) {
+        if let operation = task.runOperation {
+            task.runOperation = nil
+            effects.append(.endRun(operation))
+        }
+    }
+
+    /// `task` has just finished: counts, the workflow's own finish, and the dependents whose last
+    /// unfinished prerequisite it was, which start.
+    private mutating func enteredFinished(_ task: WorkflowTask) {
+        workflow.finishedCount += 1
+        if task.dependentIndices.isEmpty {
+            workflow.finishedSinkCount += 1
+            if workflow.finishedSinkCount == workflow.sinkCount { workflowFinished() }
+        }
+        for index in task.dependentIndices {
+            let dependent = workflow.tasks[index]
+            dependent.unfinishedPrerequisites -= 1
+            if dependent.unfinishedPrerequisites == 0 && dependent.lifecycle.prerequisitesChanged(allFinished: true) {
+                start(dependent)
+            }
+        }
+    }
+
+    /// `task` is no longer finished: its ready dependents become pending.
+    private mutating func leftFinished(_ task: WorkflowTask) {
+        workflow.finishedCount -= 1
+        if task.dependentIndices.isEmpty { workflow.finishedSinkCount -= 1 }
+        for index in task.dependentIndices {
+            let dependent = workflow.tasks[index]
+            dependent.unfinishedPrerequisites += 1
+            if dependent.unfinishedPrerequisites == 1 {
+                _ = dependent.lifecycle.prerequisitesChanged(allFinished: false)
+            }
+        }
+    }
+
+    /// `roots` and every task that depends on them, directly or not, each once, prerequisites
+    /// before dependents along each path (breadth first).
+    private func closure(from roots: [WorkflowTask]) -> [WorkflowTask] {
+        var visited = [Bool](repeating: false, count: workflow.tasks.count)
+        var order: [WorkflowTask] = []
+        for root in roots where root.workflow === workflow && !visited[root.index] {
+            visited[root.index] = true
+            order.append(root)
+        }
+        var next = 0
+        while next < order.count {
+            for index in order[next].dependentIndices where !visited[index] {
+                visited[index] = true
+                order.append(workflow.tasks[index])
+            }
+            next += 1
+        }
+        return order
+    }
+
+    // MARK: Effects, without the lock
+
+    func performEffects() {
+        for effect in effects {
+            switch effect {
+            case .announce(let event):
+                tell(event)
+            case .startRun(let operation):
+                tell(.taskStarted(operation.task))
+                try? workflow.queue.addOperation(operation)
+            case .endRun(let operation):
+                // Not started yet: the operation finishes when its queue runs it (it sees the run is over).
+                operation.finish()
+            case .finished(let task, let result):
+                task.didFinish(with: result)
+                task.delegate?.task(task, didFinishWith: result)
+                tell(.taskFinished(task, result: result))
+            case .failed(let task, let error):
+                task.didFail(with: error)
+                task.delegate?.task(task, didFailWith: error)
+                workflow.delegate?.workflow(workflow, task: task, didFailWith: error)
+                tell(.taskFailed(task, error: error))
+            case .cancelled(let task):
+                task.didCancel()
+                task.delegate?.taskDidCancel(task)
+                workflow.delegate?.workflow(workflow, taskDidCancel: task)
+                tell(.taskCancelled(task))
+            case .retried(let task):
+                task.didRetry()
+                tell(.taskRetried(task))
+            case .reset(let task):
+                task.didReset()
+                tell(.taskReset(task))
+            case .workflowFinished:
+                workflow.delegate?.workflowDidFinish(workflow)
+                tell(.workflowFinished)
+            }
+        }
+    }
+
+    private func tell(_ event: WorkflowEvent) {
+        let (_, streams, listeners) = WorkflowLock.lock.withLock { workflow.receivers() }
+        for stream in streams { stream.yield(event) }
+        for listener in listeners { listener(event) }
+    }
+}
