@@ -3,11 +3,17 @@
 extension ProcedureOperation {
     /// Adds a condition, evaluated once the procedure's dependencies have finished.
     ///
-    /// The condition's dependency (if it makes one) is added to the procedure's queue together
-    /// with the procedure — or at once, if the procedure is already in a queue.
+    /// The condition's dependency, if it makes one (``OperationCondition/dependency(for:)``), is
+    /// made and added to the procedure's queue when the procedure is added, and runs after the
+    /// procedure's own dependencies. If the procedure is already in a queue, it is made and added
+    /// at once, and does not wait for the procedure's own dependencies.
     ///
+    /// A procedure with conditions runs only on a queue: ``ConcurrentOperation/start()`` by hand
+    /// throws ``OperationError/Code-swift.struct/requiresQueue``.
+    ///
+    /// - Parameter condition: The condition to add.
     /// - Throws: ``OperationError/Code-swift.struct/tooLateToAddCondition`` once evaluation has
-    ///   begun (or the procedure started or finished).
+    ///   begun (or the procedure has started or finished).
     public func addCondition(_ condition: any OperationCondition) throws(OperationError) {
         try addCondition(condition, first: false)
     }
@@ -43,7 +49,8 @@ extension ProcedureOperation {
         }
     }
 
-    /// The conditions, in the order they were added.
+    /// The number of conditions added, result injections (``ResultConsuming/injectResult(from:_:)``)
+    /// included; 0 again once the procedure has finished and let them go.
     public var conditionCount: Int { machine.lock.withLock { conditions.count } }
 
     /// The dependencies the conditions produce, made once, when the queue adds the procedure.

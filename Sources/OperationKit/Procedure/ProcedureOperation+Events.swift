@@ -53,11 +53,16 @@ enum EventDisposition {
 // that raises an event while none is being delivered delivers it (and any raised meanwhile);
 // otherwise the event is queued for the thread delivering. Nothing is delivered under a lock.
 extension ProcedureOperation {
-    /// Adds an observer. It is told ``OperationObserver/didAttach(to:)`` at once, then every
-    /// later event.
+    /// Adds an observer. It is told ``OperationObserver/didAttach(to:)`` first — at once, on the
+    /// calling thread, unless another thread is delivering this procedure's events, which then
+    /// tells it right after — and then every later event, but none that happened before.
     ///
+    /// The procedure holds its observers until it has finished, then lets them go, so an observer
+    /// may capture the procedure without making a retain cycle that outlives it.
+    ///
+    /// - Parameter observer: The observer to add.
     /// - Throws: ``OperationError/Code-swift.struct/tooLateToAddObserver`` once the procedure has
-    ///   started executing (or finished).
+    ///   started executing (or has finished).
     public func addObserver(_ observer: any OperationObserver) throws(OperationError) {
         let (event, state) = machine.lock.withLock { () -> (EventDisposition?, ProcedureState) in
             guard procedureLifecycle.acceptsObservers && !machine.lifecycle.isFinished else {
@@ -73,7 +78,7 @@ extension ProcedureOperation {
         handle(event, then: nil)
     }
 
-    /// The number of observers added.
+    /// The number of observers added; 0 again once the procedure has finished and let them go.
     public var observerCount: Int { machine.lock.withLock { observers.count } }
 
     /// Raises `event`. With `waitForDelivery`, returns only once it has been delivered — unless
