@@ -80,9 +80,22 @@ extension OperationCondition {
 /// })
 /// ```
 public struct ClosureCondition: OperationCondition {
+    /// The name and the closure, in one object: the condition is one reference, so an
+    /// `any OperationCondition` holds it inline (no box per conversion).
+    private final class Storage: Sendable {
+        let name: String
+        let decide: @Sendable (ProcedureOperation) -> ConditionResult
+
+        init(name: String, decide: @escaping @Sendable (ProcedureOperation) -> ConditionResult) {
+            self.name = name
+            self.decide = decide
+        }
+    }
+
+    private let storage: Storage
+
     /// A name for logs.
-    public let name: String
-    private let decide: @Sendable (ProcedureOperation) -> ConditionResult
+    public var name: String { storage.name }
 
     /// Creates a condition that asks `decide`.
     ///
@@ -91,8 +104,7 @@ public struct ClosureCondition: OperationCondition {
     ///   - decide: Called once, on a queue worker, when the condition is evaluated; it receives the
     ///     procedure and returns the answer.
     public init(name: String = "ClosureCondition", _ decide: @escaping @Sendable (ProcedureOperation) -> ConditionResult) {
-        self.name = name
-        self.decide = decide
+        storage = Storage(name: name, decide: decide)
     }
 
     /// Calls the closure and answers with what it returns.
@@ -101,7 +113,7 @@ public struct ClosureCondition: OperationCondition {
     ///   - procedure: The procedure whose conditions are evaluated.
     ///   - completion: Called at once with the closure's answer.
     public func evaluate(for procedure: ProcedureOperation, completion: @escaping @Sendable (ConditionResult) -> Void) {
-        completion(decide(procedure))
+        completion(storage.decide(procedure))
     }
 }
 
@@ -436,17 +448,18 @@ enum ConditionGroup {
 /// for a compound condition those of its parts; none for a silent one.
 enum ProducedDependencies {
     static func of(_ condition: any OperationCondition, for procedure: ProcedureOperation) -> [ConcurrentOperation] {
-        switch condition {
-        case is SilentCondition:
+        // Compare the dynamic type (a pointer comparison) before casting: a dynamic cast of an
+        // existential to each composite type costs a few hundred instructions, per condition.
+        let type = ObjectIdentifier(Swift.type(of: condition))
+        if type == ObjectIdentifier(SilentCondition.self) {
             return []
-        case let all as AllConditions:
+        } else if type == ObjectIdentifier(AllConditions.self), let all = condition as? AllConditions {
             return all.conditions.flatMap { of($0, for: procedure) }
-        case let any as AnyCondition:
+        } else if type == ObjectIdentifier(AnyCondition.self), let any = condition as? AnyCondition {
             return any.conditions.flatMap { of($0, for: procedure) }
-        case let negated as NegatedCondition:
+        } else if type == ObjectIdentifier(NegatedCondition.self), let negated = condition as? NegatedCondition {
             return of(negated.inner, for: procedure)
-        default:
-            return condition.dependency(for: procedure).map { [$0] } ?? []
         }
+        return condition.dependency(for: procedure).map { [$0] } ?? []
     }
 }

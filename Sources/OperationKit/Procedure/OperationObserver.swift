@@ -77,9 +77,16 @@ public protocol OperationObserver: Sendable {
     ///   - procedure: The procedure observed.
     ///   - errors: Every error the procedure collected.
     func didFinish(_ procedure: ProcedureOperation, with errors: [any Error])
+
+    /// The events this observer wants; the others are not delivered to it, and a procedure skips
+    /// an event that no observer (and no hook of its class) wants. By default every kind.
+    var observedEvents: ProcedureEventKinds { get }
 }
 
 extension OperationObserver {
+    /// Every kind of event.
+    public var observedEvents: ProcedureEventKinds { .all }
+
     /// Does nothing.
     ///
     /// - Parameter procedure: The procedure observed.
@@ -133,13 +140,50 @@ extension OperationObserver {
 /// }))
 /// ```
 public struct ClosureObserver: OperationObserver {
-    let onDidAttach: (@Sendable (ProcedureOperation) -> Void)?
-    let onWillExecute: (@Sendable (ProcedureOperation) -> Void)?
-    let onDidExecute: (@Sendable (ProcedureOperation) -> Void)?
-    let onDidCancel: (@Sendable (ProcedureOperation, (any Error)?) -> Void)?
-    let onDidProduce: (@Sendable (ProcedureOperation, ConcurrentOperation) -> Void)?
-    let onWillFinish: (@Sendable (ProcedureOperation, [any Error]) -> Void)?
-    let onDidFinish: (@Sendable (ProcedureOperation, [any Error]) -> Void)?
+    /// The closures, in one object: the observer is one reference, so an `any OperationObserver`
+    /// holds it inline (no box per conversion) and copying it is one retain, not seven.
+    private final class Closures: Sendable {
+        let onDidAttach: (@Sendable (ProcedureOperation) -> Void)?
+        let onWillExecute: (@Sendable (ProcedureOperation) -> Void)?
+        let onDidExecute: (@Sendable (ProcedureOperation) -> Void)?
+        let onDidCancel: (@Sendable (ProcedureOperation, (any Error)?) -> Void)?
+        let onDidProduce: (@Sendable (ProcedureOperation, ConcurrentOperation) -> Void)?
+        let onWillFinish: (@Sendable (ProcedureOperation, [any Error]) -> Void)?
+        let onDidFinish: (@Sendable (ProcedureOperation, [any Error]) -> Void)?
+
+        init(
+            didAttach: (@Sendable (ProcedureOperation) -> Void)?,
+            willExecute: (@Sendable (ProcedureOperation) -> Void)?,
+            didExecute: (@Sendable (ProcedureOperation) -> Void)?,
+            didCancel: (@Sendable (ProcedureOperation, (any Error)?) -> Void)?,
+            didProduce: (@Sendable (ProcedureOperation, ConcurrentOperation) -> Void)?,
+            willFinish: (@Sendable (ProcedureOperation, [any Error]) -> Void)?,
+            didFinish: (@Sendable (ProcedureOperation, [any Error]) -> Void)?
+        ) {
+            onDidAttach = didAttach
+            onWillExecute = willExecute
+            onDidExecute = didExecute
+            onDidCancel = didCancel
+            onDidProduce = didProduce
+            onWillFinish = willFinish
+            onDidFinish = didFinish
+        }
+    }
+
+    private let closures: Closures
+
+    /// The events for which a closure was given.
+    public var observedEvents: ProcedureEventKinds {
+        var kinds: ProcedureEventKinds = []
+        if closures.onDidAttach != nil { kinds.insert(.didAttach) }
+        if closures.onWillExecute != nil { kinds.insert(.willExecute) }
+        if closures.onDidExecute != nil { kinds.insert(.didExecute) }
+        if closures.onDidCancel != nil { kinds.insert(.didCancel) }
+        if closures.onDidProduce != nil { kinds.insert(.didProduce) }
+        if closures.onWillFinish != nil { kinds.insert(.willFinish) }
+        if closures.onDidFinish != nil { kinds.insert(.didFinish) }
+        return kinds
+    }
 
     /// Creates an observer from the closures given. Each runs as the event of the same name of
     /// ``OperationObserver``.
@@ -161,36 +205,32 @@ public struct ClosureObserver: OperationObserver {
         willFinish: (@Sendable (ProcedureOperation, [any Error]) -> Void)? = nil,
         didFinish: (@Sendable (ProcedureOperation, [any Error]) -> Void)? = nil
     ) {
-        onDidAttach = didAttach
-        onWillExecute = willExecute
-        onDidExecute = didExecute
-        onDidCancel = didCancel
-        onDidProduce = didProduce
-        onWillFinish = willFinish
-        onDidFinish = didFinish
+        closures = Closures(
+            didAttach: didAttach, willExecute: willExecute, didExecute: didExecute, didCancel: didCancel,
+            didProduce: didProduce, willFinish: willFinish, didFinish: didFinish)
     }
 
     /// Calls the `didAttach` closure, if any.
     ///
     /// - Parameter procedure: The procedure observed.
-    public func didAttach(to procedure: ProcedureOperation) { onDidAttach?(procedure) }
+    public func didAttach(to procedure: ProcedureOperation) { closures.onDidAttach?(procedure) }
 
     /// Calls the `willExecute` closure, if any.
     ///
     /// - Parameter procedure: The procedure observed.
-    public func willExecute(_ procedure: ProcedureOperation) { onWillExecute?(procedure) }
+    public func willExecute(_ procedure: ProcedureOperation) { closures.onWillExecute?(procedure) }
 
     /// Calls the `didExecute` closure, if any.
     ///
     /// - Parameter procedure: The procedure observed.
-    public func didExecute(_ procedure: ProcedureOperation) { onDidExecute?(procedure) }
+    public func didExecute(_ procedure: ProcedureOperation) { closures.onDidExecute?(procedure) }
 
     /// Calls the `didCancel` closure, if any.
     ///
     /// - Parameters:
     ///   - procedure: The procedure observed.
     ///   - error: The cancel's error, or `nil`.
-    public func didCancel(_ procedure: ProcedureOperation, with error: (any Error)?) { onDidCancel?(procedure, error) }
+    public func didCancel(_ procedure: ProcedureOperation, with error: (any Error)?) { closures.onDidCancel?(procedure, error) }
 
     /// Calls the `didProduce` closure, if any.
     ///
@@ -198,7 +238,7 @@ public struct ClosureObserver: OperationObserver {
     ///   - procedure: The procedure observed.
     ///   - operation: The operation it produced.
     public func procedure(_ procedure: ProcedureOperation, didProduce operation: ConcurrentOperation) {
-        onDidProduce?(procedure, operation)
+        closures.onDidProduce?(procedure, operation)
     }
 
     /// Calls the `willFinish` closure, if any.
@@ -206,14 +246,14 @@ public struct ClosureObserver: OperationObserver {
     /// - Parameters:
     ///   - procedure: The procedure observed.
     ///   - errors: Every error the procedure collected.
-    public func willFinish(_ procedure: ProcedureOperation, with errors: [any Error]) { onWillFinish?(procedure, errors) }
+    public func willFinish(_ procedure: ProcedureOperation, with errors: [any Error]) { closures.onWillFinish?(procedure, errors) }
 
     /// Calls the `didFinish` closure, if any.
     ///
     /// - Parameters:
     ///   - procedure: The procedure observed.
     ///   - errors: Every error the procedure collected.
-    public func didFinish(_ procedure: ProcedureOperation, with errors: [any Error]) { onDidFinish?(procedure, errors) }
+    public func didFinish(_ procedure: ProcedureOperation, with errors: [any Error]) { closures.onDidFinish?(procedure, errors) }
 }
 
 /// Cancels a procedure with an ``OperationError/Code-swift.struct/timedOut`` error if it has not
@@ -230,6 +270,9 @@ public struct ClosureObserver: OperationObserver {
 public struct TimeoutObserver: OperationObserver {
     /// How long the procedure may execute.
     public let timeout: Duration
+
+    /// Will execute only.
+    public var observedEvents: ProcedureEventKinds { .willExecute }
 
     /// Creates the observer.
     ///

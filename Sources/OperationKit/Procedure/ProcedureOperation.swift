@@ -1,4 +1,5 @@
 import Dispatch
+import Synchronization
 
 /// An operation with conditions, observers, errors and the full procedure lifecycle: the class
 /// that users of ProcedureKit, PSOperations and Operations subclass.
@@ -38,27 +39,36 @@ import Dispatch
 /// See `Documentation/Procedures.md` in the repository for the whole guide.
 open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     // All the fields below are protected by `machine.lock`.
-    var procedureLifecycle = ProcedureLifecycle()
-    var _errors: [any Error] = []
-    var _diagnostics: [String] = []
-    var _finishesWhenCancelled = false
-    var conditions: [any OperationCondition] = []
+    @exclusivity(unchecked) var procedureLifecycle = ProcedureLifecycle()
+    @exclusivity(unchecked) var _errors: [any Error] = []
+    @exclusivity(unchecked) var _diagnostics: [String] = []
+    @exclusivity(unchecked) var _finishesWhenCancelled = false
+    @exclusivity(unchecked) var conditions: [any OperationCondition] = []
     /// How many of `conditions`, at the front, are result injections (evaluated first).
-    var injectionConditionCount = 0
-    var observers: [any OperationObserver] = []
+    @exclusivity(unchecked) var injectionConditionCount = 0
+    @exclusivity(unchecked) var observers: [any OperationObserver] = []
+    /// The events some observer listens to (the union of their `observedEvents`).
+    @exclusivity(unchecked) var observedEvents: ProcedureEventKinds = []
+    /// The events the class's hooks (`procedureWillExecute()`…) need; every kind unless a
+    /// subclass of this module says it overrides none (``ClosureProcedure``…). Set in `init`.
+    @exclusivity(unchecked) var hookEvents: ProcedureEventKinds = .all
+    /// Whether the procedure asked for mutual exclusivity categories (so a cancel may withdraw).
+    @exclusivity(unchecked) var exclusivityRequested = false
     /// Whether the queue has asked for the conditions' dependencies (they are made once).
-    var conditionDependenciesMade = false
+    @exclusivity(unchecked) var conditionDependenciesMade = false
     /// The operations the conditions produced, cancelled with the procedure.
-    var producedDependencies: [ConcurrentOperation] = []
-    var holdsExclusivity = false
-    var didExecuteEmitted = false
+    @exclusivity(unchecked) var producedDependencies: [ConcurrentOperation] = []
+    @exclusivity(unchecked) var holdsExclusivity = false
+    @exclusivity(unchecked) var didExecuteEmitted = false
+    /// `didExecuteEmitted`, readable without the lock (it only ever becomes `true`).
+    let didExecuteEmittedFlag = Atomic<Bool>(false)
     /// `produce(_:)` calls adding their operation now; a finish meanwhile waits for them.
-    var activeProduces = 0
-    var finishWaitsForProduce = false
+    @exclusivity(unchecked) var activeProduces = 0
+    @exclusivity(unchecked) var finishWaitsForProduce = false
     /// Events waiting to be delivered, and whether (and on which thread) they are being delivered.
-    var pendingEvents: [PendingEvent] = []
-    var deliveringEvents = false
-    var deliveringThread: ThreadIdentity?
+    @exclusivity(unchecked) var pendingEvents: [PendingEvent] = []
+    @exclusivity(unchecked) var deliveringEvents = false
+    @exclusivity(unchecked) var deliveringThread: ThreadIdentity?
 
     /// Creates a procedure. Subclasses override ``ConcurrentOperation/execute()``.
     ///
@@ -164,7 +174,7 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     ///   finish had already counted (the call is then recorded in ``diagnostics``).
     @discardableResult
     public override func finish() -> Bool {
-        finishCollecting([], then: nil)
+        finishCollecting([])
     }
 
     /// Finishes the procedure, with `error` if it is not `nil`. See ``finish(withErrors:)``.
@@ -174,7 +184,7 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     ///   finish had already counted (the call is then recorded in ``diagnostics``).
     @discardableResult
     public func finish(with error: (any Error)?) -> Bool {
-        finishCollecting(error.map { [$0] } ?? [], then: nil)
+        finishCollecting(error.map { [$0] } ?? [])
     }
 
     /// Finishes the procedure with `errors`. Call it once the work is done, from any thread; only
@@ -203,32 +213,33 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     ///   ignored call is recorded in ``diagnostics``.
     @discardableResult
     public func finish(withErrors errors: [any Error]) -> Bool {
-        finishCollecting(errors, then: nil)
+        finishCollecting(errors)
     }
 
     /// The first finish: records `errors` and runs `record` (under the lock, so that a typed
     /// result is set in the same step), then finishes — or, if a ``produce(_:)`` is still adding
     /// its operation, lets that call finish once it is done.
-    func finishCollecting(_ errors: [any Error], then record: (() -> Void)?) -> Bool {
-        let (action, deferred) = machine.lock.withLock { () -> (ProcedureLifecycle.FinishAction, Bool) in
+    func finishCollecting(_ errors: [any Error], then record: () -> Void = {}) -> Bool {
+        let (action, deferred, queue) = machine.lock.withLock {
+            () -> (ProcedureLifecycle.FinishAction, Bool, ConcurrentOperationQueue?) in
             let action = procedureLifecycle.finish()
             switch action {
             case .finish:
-                _errors.append(contentsOf: errors)
-                record?()
+                if !errors.isEmpty { _errors.append(contentsOf: errors) }
+                record()
                 if activeProduces > 0 {
                     finishWaitsForProduce = true
-                    return (action, true)
+                    return (action, true, nil)
                 }
             case .ignoreAlreadyFinishing:
                 _diagnostics.append("finish ignored: already \(procedureLifecycle.state) (errors given: \(errors.count))")
             case .refuseNotStarted:
                 _diagnostics.append("finish ignored: not executing, state \(procedureLifecycle.state)")
             }
-            return (action, false)
+            return (action, false, self.queue)
         }
         guard action == .finish else { return false }
-        if !deferred { completeFinish(executed: true) }
+        if !deferred { completeFinish(executed: true, queue: .some(queue)) }
         return true
     }
 
@@ -237,23 +248,28 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// (completion block, dependents, waiters), mutual exclusivity is released and did finish is
     /// told. If this thread is delivering the procedure's events (a finish from inside an
     /// observer or hook), the rest of the finish runs right after will finish is delivered.
-    private func completeFinish(executed: Bool) {
-        machine.lock.withLock { self.queue }?.notifyDelegate(willFinish: self)
+    ///
+    /// `queue`: the procedure's queue if the caller read it in its critical section (`.some`), so
+    /// that this need not take the lock to read it.
+    private func completeFinish(executed: Bool, queue: ConcurrentOperationQueue?? = nil) {
+        (queue ?? machine.lock.withLock { self.queue })?.notifyDelegate(willFinish: self)
         let rest = { [self] in
             machine.lock.withLock { procedureLifecycle.finished() }
             finishAfterStart()
             didComplete()
         }
-        let (didExecute, willFinish) = machine.lock.withLock { () -> (EventDisposition?, EventDisposition) in
+        let (didExecute, willFinish, errors) = machine.lock.withLock {
+            () -> (EventDisposition?, EventDisposition, [any Error]) in
             var didExecute: EventDisposition?
             if executed && !didExecuteEmitted {
                 didExecuteEmitted = true
+                didExecuteEmittedFlag.store(true, ordering: .releasing)
                 didExecute = enqueueEventLocked(.didExecute)
             }
-            return (didExecute, enqueueEventLocked(.willFinish(_errors), then: rest))
+            return (didExecute, enqueueEventLocked(.willFinish(_errors), then: rest), _errors)
         }
-        if let didExecute { handle(didExecute, then: nil) }
-        handle(willFinish, then: rest)
+        if let didExecute { handle(didExecute, delivering: .didExecute, then: nil) }
+        handle(willFinish, delivering: .willFinish(errors), then: rest)
     }
 
     override func finishWithoutExecuting() {
@@ -276,18 +292,19 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// After the base operation finished: releases mutual exclusivity, tells did finish, and lets
     /// go of conditions and observers (an observer may hold the procedure).
     private func didComplete() {
-        let (exclusive, released, event) = machine.lock.withLock {
-            () -> (Bool, ([any OperationCondition], [any OperationObserver]), EventDisposition) in
+        let (exclusive, released, event, errors) = machine.lock.withLock {
+            () -> (Bool, ([any OperationCondition], [any OperationObserver]), EventDisposition, [any Error]) in
             defer {
                 holdsExclusivity = false
                 conditions = []
                 observers = []
+                observedEvents = []
                 producedDependencies = []
             }
-            return (holdsExclusivity, (conditions, observers), enqueueEventLocked(.didFinish(_errors)))
+            return (holdsExclusivity, (conditions, observers), enqueueEventLocked(.didFinish(_errors)), _errors)
         }
         if exclusive { ExclusivityController.release(ObjectIdentifier(self)) }
-        handle(event, then: nil)
+        handle(event, delivering: .didFinish(errors), then: nil)
         withExtendedLifetime(released) {}  // released without the lock
     }
 
@@ -301,9 +318,15 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
         }
         switch action {
         case .execute:
-            if let willExecute { handle(willExecute, then: nil) }
-            // A stray finish() while will execute was delivered: the work does not run.
-            if machine.lock.withLock({ procedureLifecycle.state == .executing }) { execute() }
+            var state: ProcedureState?
+            if case .skipped = willExecute {
+                state = .executing
+            } else if let willExecute {
+                state = handle(willExecute, delivering: .willExecute, then: nil)
+            }
+            // A stray finish() while will execute was delivered: the work does not run. (`state`
+            // was read when this thread ended the delivery; otherwise read it now.)
+            if (state ?? machine.lock.withLock { procedureLifecycle.state }) == .executing { execute() }
             emitDidExecuteOnce()
         case .finishWithoutExecuting:
             // Cancelled between the queue's start and this point: finish without executing.
@@ -319,12 +342,15 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     }
 
     func emitDidExecuteOnce() {
+        // Usually told already, by a finish inside `execute()`: no need for the lock.
+        if didExecuteEmittedFlag.load(ordering: .acquiring) { return }
         let event = machine.lock.withLock { () -> EventDisposition? in
             guard !didExecuteEmitted else { return nil }
             didExecuteEmitted = true
+            didExecuteEmittedFlag.store(true, ordering: .releasing)
             return enqueueEventLocked(.didExecute)
         }
-        if let event { handle(event, then: nil) }
+        if let event { handle(event, delivering: .didExecute, then: nil) }
     }
 
     override func refusalOfManualStart() -> OperationError? {
@@ -371,7 +397,7 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
             if finishNow { finishWaitsForProduce = false }
             return (event, finishNow)
         }
-        if let event { handle(event, then: nil) }
+        if let event { handle(event, delivering: .didProduce(operation), then: nil) }
         if finishNow { completeFinish(executed: true) }
         if let failure { throw failure }
     }
@@ -407,27 +433,30 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     ///   as failed (``isFailed``).
     public func cancel(with error: (any Error)?) {
         typealias Taken = (
-            ProcedureLifecycle.CancelAction, ConcurrentOperationQueue?, [ConcurrentOperation], Bool, Bool, EventDisposition?
+            ProcedureLifecycle.CancelAction, ConcurrentOperationQueue?, [ConcurrentOperation], Bool, Bool, EventDisposition?,
+            Bool
         )
-        let (action, queue, produced, finishes, baseCancelled, event) = machine.lock.withLock { () -> Taken in
+        let (action, queue, produced, finishes, baseCancelled, event, requested) = machine.lock.withLock { () -> Taken in
             let action = procedureLifecycle.cancel()
-            guard action != .none else { return (action, nil, [], false, false, nil) }
+            guard action != .none else { return (action, nil, [], false, false, nil, false) }
             if let error { _errors.append(error) }
             // The cancelled flag, the state change and did cancel, in one step: no observer sees
             // did cancel before `isCancelled`, and no later event overtakes it.
             let baseCancelled = cancelLocked()
             let event = enqueueEventLocked(.didCancel(error))
-            return (action, self.queue, producedDependencies, _finishesWhenCancelled, baseCancelled, event)
+            return (action, self.queue, producedDependencies, _finishesWhenCancelled, baseCancelled, event,
+                    exclusivityRequested)
         }
         guard action != .none else { return }
         if baseCancelled { makeRunnableAfterCancel(in: queue) }
-        if let event { handle(event, then: nil) }
+        if let event { handle(event, delivering: .didCancel(error), then: nil) }
         switch action {
         case .abandonEvaluation:
             queue?.requeue(self)
         case .cancelledBeforeExecuting:
             for dependency in produced where !dependency.isFinished { dependency.cancel() }
-            if ExclusivityController.withdraw(ObjectIdentifier(self)) { queue?.requeue(self) }
+            // Only a procedure that asked for categories can be waiting for them.
+            if requested && ExclusivityController.withdraw(ObjectIdentifier(self)) { queue?.requeue(self) }
         case .cancelledWhileExecuting:
             if finishes { finish() }
         case .none:

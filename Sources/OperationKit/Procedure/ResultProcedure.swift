@@ -15,7 +15,11 @@
 /// the types.
 open class ResultProcedure<Output: Sendable>: ProcedureOperation, @unchecked Sendable {
     // protected by machine.lock
-    private var _output: Output?
+    /// The value, type-erased: unspecialised code touching an `Output?` field (every
+    /// `ClosureProcedure<T>.execute()` and deinit run unspecialised, from the queue) looks up
+    /// `Optional<Output>`'s metadata in the runtime's cache each time, a few hundred
+    /// instructions; `Any?` is not generic. Values of up to three words are stored inline.
+    @exclusivity(unchecked) private var _output: Any?
 
     /// Creates a procedure. Subclasses override ``ConcurrentOperation/execute()`` and finish with
     /// ``finish(withValue:)``.
@@ -29,7 +33,7 @@ open class ResultProcedure<Output: Sendable>: ProcedureOperation, @unchecked Sen
     /// ``ProcedureOperation/finish(with:)`` or without a value, or cancelled before executing).
     /// Set in the same step as the finish counts, before will-finish observers run. Readable from
     /// any thread.
-    public var output: Output? { machine.lock.withLock { _output } }
+    public var output: Output? { machine.lock.withLock { _output }.map { $0 as! Output } }
 
     /// The outcome: `.failure` with the first of ``ProcedureOperation/errors`` as soon as there is
     /// one (an error given to ``ProcedureOperation/cancel(with:)`` counts at once, and wins over a
@@ -39,7 +43,7 @@ open class ResultProcedure<Output: Sendable>: ProcedureOperation, @unchecked Sen
     public var result: Result<Output, any Error>? {
         machine.lock.withLock {
             if let error = _errors.first { return .failure(error) }
-            return _output.map { .success($0) }
+            return _output.map { .success($0 as! Output) }
         }
     }
 
@@ -51,7 +55,7 @@ open class ResultProcedure<Output: Sendable>: ProcedureOperation, @unchecked Sen
     ///   finish had already counted (the value is then dropped).
     @discardableResult
     public func finish(withValue value: Output) -> Bool {
-        finishCollecting([]) { self._output = value }
+        finishCollecting([]) { self._output = .some(value as Any) }  // boxed as is: a nil `Output` stays a value
     }
 
     /// Finishes the procedure with `result`: with its value (``finish(withValue:)``), or with its
@@ -88,7 +92,7 @@ public final class ClosureProcedure<Output: Sendable>: ResultProcedure<Output>, 
     }
 
     // Set in init, read by `execute()` (which runs at most once), cleared when the procedure finishes.
-    private var body: Body?
+    @exclusivity(unchecked) private var body: Body?
 
     /// A procedure that runs `body` and finishes with its value, or with the error it throws.
     ///
@@ -98,6 +102,7 @@ public final class ClosureProcedure<Output: Sendable>: ResultProcedure<Output>, 
     public init(name: String? = nil, _ body: @escaping @Sendable () throws -> Output) {
         self.body = .synchronous(body)
         super.init(name: name)
+        hookEvents = []  // overrides no hook
     }
 
     /// A procedure that hands itself to `body`, which must finish it — now or later, from any
@@ -111,6 +116,7 @@ public final class ClosureProcedure<Output: Sendable>: ResultProcedure<Output>, 
     public init(name: String? = nil, asynchronous body: @escaping @Sendable (ClosureProcedure<Output>) -> Void) {
         self.body = .asynchronous(body)
         super.init(name: name)
+        hookEvents = []  // overrides no hook
     }
 
     /// Runs the closure: a synchronous one finishes the procedure with its value or error; an
@@ -164,6 +170,7 @@ public final class TransformProcedure<Input: Sendable, Output: Sendable>: Result
         _input = input
         self.transform = transform
         super.init(name: name)
+        hookEvents = []  // overrides no hook
     }
 
     /// The input. Set it before the procedure executes; the procedure lets go of it when its

@@ -100,6 +100,7 @@ public final class RetryOperation<Output: Sendable>: ResultProcedure<Output>, @u
         self.makeAttempt = makeAttempt
         attemptQueue = ConcurrentOperationQueue(name: "\(name ?? "RetryOperation").attempts")
         super.init(name: name)
+        hookEvents = .didCancel  // the only hook it overrides (the class is final)
     }
 
     /// How many attempts have been started so far.
