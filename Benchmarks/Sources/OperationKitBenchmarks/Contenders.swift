@@ -41,9 +41,16 @@ protocol Contender {
         beforeCreating: () -> Void,
         afterAdding: () -> Void
     )
+
+    /// Checks what the contender itself counted during a run in which `finished` nodes finished and
+    /// `conditionsEvaluated` of them executed (the procedure contender counts its condition and observer
+    /// calls); by default nothing. Called after the timed part of the run.
+    func verify(finished: Int, conditionsEvaluated: Int, in what: String)
 }
 
 extension Contender {
+    func verify(finished: Int, conditionsEvaluated: Int, in what: String) {}
+
     func runSuspended(count: Int, cancelling: Bool, body: @escaping @Sendable () -> Void) {
         runSuspended(count: count, cancelling: cancelling, body: body, beforeCreating: {}, afterAdding: {})
     }
@@ -104,21 +111,18 @@ extension Contender {
     }
 }
 
-/// OperationKit: `ClosureOperation` on a `ConcurrentOperationQueue` with the default concurrency.
-struct OperationKitContender: QueueContender {
-    static let name = "OperationKit"
+/// The two OperationKit contenders: `ConcurrentOperation`s on a `ConcurrentOperationQueue` with the
+/// default concurrency, driven identically; they differ only in the operations `makeNode` makes.
+protocol OperationKitQueueContender: QueueContender where Node == ConcurrentOperation {
+    var queue: ConcurrentOperationQueue { get }
+}
 
-    private let queue = ConcurrentOperationQueue(name: "bench")
-
-    func makeNode(_ body: @escaping @Sendable () -> Void) -> ConcurrentOperation {
-        ClosureOperation(body)
-    }
-
+extension OperationKitQueueContender {
     func addDependency(_ node: ConcurrentOperation, on dependency: ConcurrentOperation) {
         do {
             try node.addDependency(dependency)
         } catch {
-            fail("OperationKit refused a dependency: \(error)")
+            fail("\(Self.name) refused a dependency: \(error)")
         }
     }
 
@@ -126,7 +130,7 @@ struct OperationKitContender: QueueContender {
         do {
             try node.addDependencies(dependencies)
         } catch {
-            fail("OperationKit refused dependencies: \(error)")
+            fail("\(Self.name) refused dependencies: \(error)")
         }
     }
 
@@ -134,7 +138,7 @@ struct OperationKitContender: QueueContender {
         do {
             try queue.addOperations(nodes, waitUntilFinished: false)
         } catch {
-            fail("OperationKit refused a batch of \(nodes.count) operations: \(error)")
+            fail("\(Self.name) refused a batch of \(nodes.count) operations: \(error)")
         }
     }
 
@@ -148,6 +152,77 @@ struct OperationKitContender: QueueContender {
 
     func cancelAll() {
         queue.cancelAllOperations()
+    }
+}
+
+/// OperationKit: `ClosureOperation` on a `ConcurrentOperationQueue` with the default concurrency.
+struct OperationKitContender: OperationKitQueueContender {
+    static let name = "OperationKit"
+
+    let queue = ConcurrentOperationQueue(name: "bench")
+
+    func makeNode(_ body: @escaping @Sendable () -> Void) -> ConcurrentOperation {
+        ClosureOperation(body)
+    }
+}
+
+/// What the procedure contender's shared condition and observer saw during one run.
+final class ProcedureCounters: Sendable {
+    let conditionsEvaluated = Atomic<Int>(0)
+    let didFinishCalls = Atomic<Int>(0)
+}
+
+/// OperationKit's procedures: `ClosureProcedure<Void>` running the same body, each with one condition
+/// that is always satisfied and one observer (both one shared instance per run), on a
+/// `ConcurrentOperationQueue` with the default concurrency. The condition counts its evaluations and the
+/// observer its did-finish events (relaxed atomic increments); both counts are checked after each run.
+struct ProcedureContender: OperationKitQueueContender {
+    static let name = "OK procedure"
+
+    let queue = ConcurrentOperationQueue(name: "bench")
+    private let counters: ProcedureCounters
+    private let condition: ClosureCondition
+    private let observer: ClosureObserver
+
+    init() {
+        let counters = ProcedureCounters()
+        self.counters = counters
+        condition = ClosureCondition(name: "always") { _ in
+            counters.conditionsEvaluated.wrappingAdd(1, ordering: .relaxed)
+            return .satisfied
+        }
+        observer = ClosureObserver(didFinish: { _, _ in
+            counters.didFinishCalls.wrappingAdd(1, ordering: .relaxed)
+        })
+    }
+
+    func makeNode(_ body: @escaping @Sendable () -> Void) -> ConcurrentOperation {
+        let procedure = ClosureProcedure<Void>(body)
+        do {
+            try procedure.addCondition(condition)
+            try procedure.addObserver(observer)
+        } catch {
+            fail("\(Self.name) refused a condition or an observer: \(error)")
+        }
+        return procedure
+    }
+
+    /// Checks the condition ran once per procedure that executed, and did finish reached the observer once
+    /// per procedure. Did finish is delivered after the procedure has finished (so after the queue may have
+    /// let it go), so the last few may still be on their way when the wait returns: allow them a moment.
+    func verify(finished: Int, conditionsEvaluated: Int, in what: String) {
+        let deadline = ContinuousClock.now + .seconds(2)
+        while counters.didFinishCalls.load(ordering: .acquiring) < finished && ContinuousClock.now < deadline {
+            usleep(50)
+        }
+        let didFinish = counters.didFinishCalls.load(ordering: .acquiring)
+        let evaluated = counters.conditionsEvaluated.load(ordering: .acquiring)
+        if didFinish != finished {
+            fail("\(what): the observer was told did finish \(didFinish) times, expected \(finished)")
+        }
+        if evaluated != conditionsEvaluated {
+            fail("\(what): the condition was evaluated \(evaluated) times, expected \(conditionsEvaluated)")
+        }
     }
 }
 

@@ -57,6 +57,7 @@ func memoryReport(count: Int, quick: Bool) -> [String] {
         "| contender | heap bytes/op (mallinfo2) | peak RSS bytes/op (VmHWM - idle) |",
         "|---|---:|---:|",
         "| OperationKit | \(heapCell(OperationKitContender.self)) | \(peakCell(.operationKit)) |",
+        "| OK procedure (ClosureProcedure, 1 condition, 1 observer) | \(heapCell(ProcedureContender.self)) | - |",
         "| Foundation | \(heapCell(FoundationContender.self)) | \(peakCell(.foundation)) |",
         "| Dispatch (DispatchWorkItem, for reference) | \(heapCell(DispatchContender.self)) | - |",
         "",

@@ -95,6 +95,8 @@ struct ResultRow {
     let operationKit: Double
     let foundation: Double
     let dispatch: Double
+    /// `ClosureProcedure`s with one satisfied condition and one observer, on a `ConcurrentOperationQueue`.
+    let procedure: Double
 }
 
 /// The comparison as a Markdown table; ratios are OperationKit's median divided by the other's.
@@ -111,6 +113,31 @@ func markdownTable(_ rows: [ResultRow]) -> [String] {
             format(row.dispatch),
             format(row.operationKit / row.foundation),
             format(row.operationKit / row.dispatch),
+        ]
+        lines.append("| " + cells.joined(separator: " | ") + " |")
+    }
+    return lines
+}
+
+/// The most a procedure (one satisfied condition, one observer) may cost relative to a `ClosureOperation`.
+let procedureTarget = 2.0
+
+/// The cost of the procedure machinery: the procedure contender against OperationKit's `ClosureOperation`
+/// in the same runs (and against Foundation, for scale). Reported, not enforced (CI machines are noisy).
+func procedureTable(_ rows: [ResultRow]) -> [String] {
+    var lines = [
+        "| scenario | OperationKit ms | OK procedure ms | procedure/OK (target <= \(format(procedureTarget, decimals: 1))) "
+            + "| procedure/Foundation |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for row in rows {
+        let ratio = row.procedure / row.operationKit
+        let cells = [
+            row.title,
+            format(row.operationKit),
+            format(row.procedure),
+            format(ratio) + (ratio > procedureTarget ? " (over)" : ""),
+            format(row.procedure / row.foundation),
         ]
         lines.append("| " + cells.joined(separator: " | ") + " |")
     }

@@ -142,6 +142,7 @@ func runIndependent<C: Contender>(_: C.Type, count: Int) -> Double {
     contender.runIndependent(count: count) { probe.tick() }
     let elapsed = start.duration(to: .now)
     probe.verify(executed: count, in: "S1 on \(C.name)")
+    contender.verify(finished: count, conditionsEvaluated: count, in: "S1 on \(C.name)")
     return milliseconds(elapsed)
 }
 
@@ -161,6 +162,7 @@ func runChain<C: Contender>(_: C.Type, length: Int) -> Double {
     contender.run(nodes)
     let elapsed = start.duration(to: .now)
     probe.verify(executed: length, in: "S2 (\(length)) on \(C.name)")
+    contender.verify(finished: length, conditionsEvaluated: length, in: "S2 (\(length)) on \(C.name)")
     return milliseconds(elapsed)
 }
 
@@ -182,6 +184,7 @@ func runFanIn<C: Contender>(_: C.Type, count: Int) -> Double {
     contender.run(nodes)
     let elapsed = start.duration(to: .now)
     probe.verify(executed: count + 1, in: "S3 on \(C.name)")
+    contender.verify(finished: count + 1, conditionsEvaluated: count + 1, in: "S3 on \(C.name)")
     return milliseconds(elapsed)
 }
 
@@ -213,6 +216,7 @@ func runLayers<C: Contender>(_: C.Type, layers: Int, width: Int) -> Double {
     contender.run(nodes)
     let elapsed = start.duration(to: .now)
     probe.verify(executed: layers * width, in: "S4 on \(C.name)")
+    contender.verify(finished: layers * width, conditionsEvaluated: layers * width, in: "S4 on \(C.name)")
     return milliseconds(elapsed)
 }
 
@@ -224,5 +228,7 @@ func runCancelled<C: Contender>(_: C.Type, count: Int) -> Double {
     contender.runSuspended(count: count, cancelling: true) { probe.tick() }
     let elapsed = start.duration(to: .now)
     probe.verify(executed: 0, in: "S5 on \(C.name)")
+    // Cancelled before they started: every one finishes, none evaluates its conditions.
+    contender.verify(finished: count, conditionsEvaluated: 0, in: "S5 on \(C.name)")
     return milliseconds(elapsed)
 }

@@ -1,4 +1,5 @@
-// OperationKit against Foundation's OperationQueue and raw Dispatch.
+// OperationKit (ClosureOperation, and ClosureProcedure with a condition and an observer) against
+// Foundation's OperationQueue and raw Dispatch.
 //
 //   swift run -c release --package-path Benchmarks OperationKitBenchmarks            full sizes
 //   swift run -c release --package-path Benchmarks OperationKitBenchmarks --quick    CI sizes
@@ -25,23 +26,26 @@ func summarize(_ name: String, _ samples: [Double], plan: Plan) -> Double {
     return result
 }
 
-/// Runs `scenario` on all three contenders and returns the medians.
+/// Runs `scenario` on all four contenders and returns the medians.
 ///
 /// The contenders take turns run by run, so a burst of load from elsewhere on the machine hits all of them
 /// alike instead of skewing whichever happened to run during it.
 func measure(_ scenario: Scenario, sizes: Sizes, foundationPlan: Plan) -> ResultRow {
     let plan = Plan(warmUp: true, runs: sizes.runs)
     _ = scenario.run(on: OperationKitContender.self, sizes: sizes)
+    _ = scenario.run(on: ProcedureContender.self, sizes: sizes)
     if foundationPlan.warmUp {
         _ = scenario.run(on: FoundationContender.self, sizes: sizes)
     }
     _ = scenario.run(on: DispatchContender.self, sizes: sizes)
     var operationKit: [Double] = []
+    var procedure: [Double] = []
     var foundation: [Double] = []
     var dispatch: [Double] = []
     for round in 0..<max(plan.runs, foundationPlan.runs) {
         if round < plan.runs {
             operationKit.append(scenario.run(on: OperationKitContender.self, sizes: sizes))
+            procedure.append(scenario.run(on: ProcedureContender.self, sizes: sizes))
         }
         if round < foundationPlan.runs {
             foundation.append(scenario.run(on: FoundationContender.self, sizes: sizes))
@@ -50,11 +54,17 @@ func measure(_ scenario: Scenario, sizes: Sizes, foundationPlan: Plan) -> Result
             dispatch.append(scenario.run(on: DispatchContender.self, sizes: sizes))
         }
     }
+    // Printed in the order the contenders run.
+    let operationKitMedian = summarize(OperationKitContender.name, operationKit, plan: plan)
+    let procedureMedian = summarize(ProcedureContender.name, procedure, plan: plan)
+    let foundationMedian = summarize(FoundationContender.name, foundation, plan: foundationPlan)
+    let dispatchMedian = summarize(DispatchContender.name, dispatch, plan: plan)
     return ResultRow(
         title: scenario.title(sizes),
-        operationKit: summarize(OperationKitContender.name, operationKit, plan: plan),
-        foundation: summarize(FoundationContender.name, foundation, plan: foundationPlan),
-        dispatch: summarize(DispatchContender.name, dispatch, plan: plan)
+        operationKit: operationKitMedian,
+        foundation: foundationMedian,
+        dispatch: dispatchMedian,
+        procedure: procedureMedian
     )
 }
 
@@ -128,6 +138,10 @@ if !sizes.quick {
 }
 report("Linear scaling, OperationKit S2(\(2 * chainLength)) / S2(\(chainLength)): "
     + "\(format(longChain)) ms / \(format(shortChain)) ms = \(format(scaling)) (target <= 2.2)")
+report()
+report("### ProcedureOperation against ConcurrentOperation (target: procedure / OK <= \(format(procedureTarget, decimals: 1)))")
+report()
+procedureTable(rows).forEach { report($0) }
 report()
 
 // Memory: heap growth while S1's operations are pending in a suspended queue, and the peak resident set.

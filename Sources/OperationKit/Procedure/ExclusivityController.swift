@@ -6,7 +6,9 @@
 /// order they were made: a request waits while any of its categories is held, or is wanted by an
 /// earlier waiting request (so a procedure with many categories is not starved by a stream of
 /// procedures with one). Since a waiting procedure holds nothing, and a holder waits for nothing
-/// but a slot in its queue, there is no deadlock.
+/// but a slot in its queue, procedures cannot deadlock over categories — unless a holder's own
+/// work waits for another procedure of one of its categories (a ``GroupOperation`` whose child
+/// shares the group's category never finishes).
 enum ExclusivityController {
     private struct Request {
         let owner: ObjectIdentifier
@@ -21,8 +23,9 @@ enum ExclusivityController {
     nonisolated(unsafe) private static var waiting: [Request] = []
 
     /// Takes `categories` for `owner` now and returns `true`, or queues the request and returns
-    /// `false`; `grant` is then called once, later, on the thread that released the last
-    /// category, without any lock held.
+    /// `false`; `grant` is then called once, later, without any lock held, on the thread whose
+    /// `release` (or `withdraw` of an earlier request) let the request through — unless the
+    /// request is withdrawn first.
     static func request(_ categories: Set<String>, for owner: ObjectIdentifier, grant: @escaping @Sendable () -> Void) -> Bool {
         lock.withLock {
             let blocked = waiting.reduce(into: Set<String>()) { $0.formUnion($1.categories) }

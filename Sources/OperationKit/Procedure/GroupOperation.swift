@@ -7,9 +7,23 @@
 /// try queue.addOperation(sync)
 /// ```
 ///
-/// The children wait until the group executes (the group's queue is suspended until then).
-/// Cancelling the group cancels every child; a group cancelled before it executes lets its
-/// cancelled children finish (their completion blocks run) and finishes without executing.
+/// - The children wait until the group executes (the group's queue is suspended until then).
+///   Children may depend on each other, and on operations outside the group.
+/// - Operations the children produce (``ProcedureOperation/produce(_:)``), and the dependencies
+///   their conditions produce, go to the group's queue, so the group waits for them too.
+/// - The group's ``ProcedureOperation/errors`` are the error of a ``ProcedureOperation/cancel(with:)``
+///   of the group, if any, then — if it executed — the errors of its child procedures, in the
+///   order the children finished. A child cancelled without an error adds none.
+/// - Cancelling the group cancels every child, and every child added later. Cancelled while it
+///   executes, it finishes once its children have. Cancelled before it executes, it lets its
+///   cancelled children finish (their completion blocks run) and then finishes without
+///   executing — unless it ``isSuspended``: then its children, and so the group, wait until it is
+///   resumed.
+/// - A group must not hold a ``MutuallyExclusive`` category that one of its children also needs:
+///   the child would wait for the group, and the group for the child.
+///
+/// Subclasses that override ``execute()``, ``procedureDidCancel(with:)`` or
+/// ``procedureWillFinish(with:)`` must call `super`.
 open class GroupOperation: ProcedureOperation, @unchecked Sendable {
     /// The queue the children run on.
     let childQueue: ConcurrentOperationQueue
@@ -27,11 +41,18 @@ open class GroupOperation: ProcedureOperation, @unchecked Sendable {
     private var childErrors: [any Error] = []
     // protected by childLock: the group was cancelled, so new children are cancelled as they come
     private var cancelled = false
+    // protected by childLock: `addChild` calls adding a child now
+    private var activeAdds = 0
+    // protected by childLock: a check for "all children finished" that waits for those adds
+    private var recheckAfterAdds: (@Sendable () -> Void)?
 
     /// Creates a group with `operations` as its first children.
+    ///
     /// - Parameters:
-    ///   - name: A name for logs and errors.
-    ///   - operations: The first children; more can be added with ``addChild(_:)``.
+    ///   - name: A name for logs and errors; the group's queue is named after it.
+    ///   - operations: The first children; more can be added with ``addChild(_:)``. An operation
+    ///     the group's queue refuses (one already in a queue, started or finished) is left out
+    ///     without an error: add such operations with ``addChild(_:)`` to see the error.
     public init(name: String? = nil, operations: [ConcurrentOperation] = []) {
         childQueue = ConcurrentOperationQueue(name: "\(name ?? "GroupOperation").children")
         childQueue.isSuspended = true
@@ -42,19 +63,27 @@ open class GroupOperation: ProcedureOperation, @unchecked Sendable {
         for operation in operations { try? addChild(operation) }
     }
 
-    /// The children that have not finished yet (the group's queue's operations).
+    /// The children the group's queue still holds, in the order they were added: those that have
+    /// not finished, including operations the children produced (see
+    /// ``ConcurrentOperationQueue/operations``).
     public var children: [ConcurrentOperation] { childQueue.operations }
 
-    /// The most children that run at once (the group queue's limit).
+    /// The most children that execute at once (the group queue's limit; 64 by default).
     public var maxConcurrentOperationCount: Int { childQueue.maxConcurrentOperationCount }
 
-    /// Sets ``maxConcurrentOperationCount``.
-    /// - Throws: ``OperationError/Code-swift.struct/invalidMaxConcurrentOperationCount`` below 1.
+    /// Sets ``maxConcurrentOperationCount``; 1 runs the children one at a time.
+    ///
+    /// - Parameter count: The new limit, at least 1.
+    /// - Throws: ``OperationError/Code-swift.struct/invalidMaxConcurrentOperationCount`` below 1;
+    ///   the limit is then unchanged.
     public func setMaxConcurrentOperationCount(_ count: Int) throws(OperationError) {
         try childQueue.setMaxConcurrentOperationCount(count)
     }
 
-    /// Whether the group holds back children that have not started (like a suspended queue).
+    /// Whether the group holds back children that have not started, like a suspended queue;
+    /// executing children carry on. `false` by default. While the group has not executed its
+    /// children are held back anyway; a suspended group keeps holding them back once it executes,
+    /// and does not finish until it is resumed and they have finished (cancelled or not).
     public var isSuspended: Bool {
         get { childLock.withLock { userSuspended } }
         set {
@@ -65,28 +94,54 @@ open class GroupOperation: ProcedureOperation, @unchecked Sendable {
         }
     }
 
-    /// Adds a child. It runs on the group's queue once the group executes.
+    /// Adds a child. It runs on the group's queue once the group executes (at once, if it is
+    /// executing). Call it from any thread, including a child's work; the group then waits for
+    /// the new child too. A child added to a cancelled group is cancelled.
     ///
+    /// The group holds an internal lock during this call, also while it cancels the child and
+    /// while the queue asks the child's conditions for their dependencies: the child's did-cancel
+    /// hook and observers, and its conditions' ``OperationCondition/dependency(for:)``, run under
+    /// it, and must not wait for another thread adding a child to this group.
+    ///
+    /// - Parameter operation: The child, in no queue.
     /// - Throws: ``OperationError/Code-swift.struct/alreadyFinished`` if the group has finished or
-    ///   is finishing; or what the group queue's `addOperation` throws.
+    ///   is finishing; or what the group queue's `addOperation` throws (the operation is in a
+    ///   queue, has started or has finished, or closes a dependency cycle).
     public func addChild(_ operation: ConcurrentOperation) throws(OperationError) {
-        childLock.lock()
-        defer { childLock.unlock() }
-        if closed {
+        // No lock is held while the child is cancelled or added (that runs its observers and its
+        // conditions' `dependency(for:)`); `activeAdds` keeps the group from closing meanwhile.
+        let cancelIt = childLock.withLock { () -> Bool? in
+            if closed { return nil }
+            activeAdds += 1
+            return cancelled
+        }
+        guard let cancelIt else {
             throw OperationError(.alreadyFinished, operations: [displayName, operation.displayName],
                                  "the group has finished; it takes no more children")
         }
         // A child of a cancelled group is cancelled: it finishes without running.
-        if cancelled { operation.cancel() }
-        try childQueue.addOperation(operation)
+        if cancelIt { operation.cancel() }
+        var failure: OperationError?
+        do {
+            try childQueue.addOperation(operation)
+        } catch {
+            failure = error
+        }
+        let recheck = childLock.withLock { () -> (@Sendable () -> Void)? in
+            activeAdds -= 1
+            guard activeAdds == 0, let recheck = recheckAfterAdds else { return nil }
+            recheckAfterAdds = nil
+            return recheck
+        }
+        recheck?()
+        if let failure { throw failure }
     }
 
-    /// Adds several children. See ``addChild(_:)``.
     public func addChildren(_ operations: [ConcurrentOperation]) throws(OperationError) {
         for operation in operations { try addChild(operation) }
     }
 
-    /// The errors of the child procedures that have finished so far.
+    /// The errors of the child procedures that have finished so far, in the order they finished.
     public var childErrorsSoFar: [any Error] { childLock.withLock { childErrors } }
 
     private func childDidFinish(_ child: ConcurrentOperation) {
@@ -95,27 +150,45 @@ open class GroupOperation: ProcedureOperation, @unchecked Sendable {
         if !errors.isEmpty { childLock.withLock { childErrors.append(contentsOf: errors) } }
     }
 
+    /// Lets the children run (unless the group ``isSuspended``) and finishes the group once its
+    /// queue is empty, with the children's errors. Overrides must call `super.execute()`.
     open override func execute() {
         childLock.withLock {
             started = true
             childQueue.isSuspended = userSuspended
         }
-        finishWhenChildrenFinish()
-    }
-
-    private func finishWhenChildrenFinish() {
-        childQueue.notifyWhenEmpty { [self] in
-            let errors = childLock.withLock { () -> [any Error]? in
-                // A child added meanwhile: wait for it too.
-                guard childQueue.operationCount == 0 else { return nil }
-                closed = true
-                return childErrors
-            }
-            guard let errors else { return finishWhenChildrenFinish() }
-            finish(withErrors: errors)
+        whenChildrenFinish { [self] in
+            finish(withErrors: childLock.withLock { childErrors })
         }
     }
 
+    /// Calls `then` once the group's queue is empty and no child is being added, closing the group
+    /// to new children in the same step.
+    private func whenChildrenFinish(_ then: @escaping @Sendable () -> Void) {
+        childQueue.notifyWhenEmpty { [self] in
+            enum Decision { case close, waitForChildren, waitForAdds }
+            let decision = childLock.withLock { () -> Decision in
+                if activeAdds > 0 {
+                    recheckAfterAdds = { self.whenChildrenFinish(then) }
+                    return .waitForAdds
+                }
+                // A child added meanwhile: wait for it too.
+                guard childQueue.operationCount == 0 else { return .waitForChildren }
+                closed = true
+                return .close
+            }
+            switch decision {
+            case .close: then()
+            case .waitForChildren: whenChildrenFinish(then)
+            case .waitForAdds: break
+            }
+        }
+    }
+
+    /// Cancels every child (and makes children added later cancelled). Overrides must call
+    /// `super`.
+    ///
+    /// - Parameter error: The error the group was cancelled with, or `nil`.
     open override func procedureDidCancel(with error: (any Error)?) {
         childLock.withLock {
             cancelled = true
@@ -129,6 +202,9 @@ open class GroupOperation: ProcedureOperation, @unchecked Sendable {
         childQueue.cancelAllOperations()
     }
 
+    /// Stops the group from taking more children. Overrides must call `super`.
+    ///
+    /// - Parameter errors: The group's errors.
     open override func procedureWillFinish(with errors: [any Error]) {
         childLock.withLock { closed = true }
     }
@@ -136,17 +212,19 @@ open class GroupOperation: ProcedureOperation, @unchecked Sendable {
     /// A group cancelled before it executed finishes without executing — after its cancelled
     /// children have finished, so that it never finishes before a child.
     override func finishWithoutExecuting() {
-        childQueue.notifyWhenEmpty { [self] in
-            let empty = childLock.withLock { () -> Bool in
-                guard childQueue.operationCount == 0 else { return false }
-                closed = true
-                return true
-            }
-            if empty { finishWithoutExecutingAsProcedure() } else { finishWithoutExecuting() }
-        }
+        whenChildrenFinish { [self] in finishWithoutExecutingAsProcedure() }
+    }
+
+    /// Cancelled between its queue's start and its execution: also after the children.
+    override func finishCancelledAtStart() {
+        whenChildrenFinish { [self] in finishCancelledAtStartAsProcedure() }
     }
 
     private func finishWithoutExecutingAsProcedure() {
         super.finishWithoutExecuting()
+    }
+
+    private func finishCancelledAtStartAsProcedure() {
+        super.finishCancelledAtStart()
     }
 }

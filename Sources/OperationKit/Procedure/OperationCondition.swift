@@ -1,8 +1,9 @@
-/// What evaluating a condition decided.
+/// What evaluating an ``OperationCondition`` decided.
 public enum ConditionResult: Sendable {
     /// The procedure may run (if its other conditions agree).
     case satisfied
-    /// The procedure must not run: it is cancelled with this error.
+    /// The procedure must not run: it is cancelled with this error, which appears in its
+    /// ``ProcedureOperation/errors``.
     case failed(any Error)
     /// The procedure must not run, but nothing went wrong: it is cancelled without an error.
     case ignored
@@ -10,11 +11,16 @@ public enum ConditionResult: Sendable {
 
 /// A requirement a ``ProcedureOperation`` must meet before it executes.
 ///
-/// Conditions are evaluated once all the procedure's dependencies have finished, asynchronously
-/// and all at once; the procedure executes only if every one is satisfied, and the first failure
-/// (or ignore) decides without waiting for the others. A condition may also produce a dependency
-/// — an operation the queue adds, and runs before evaluation — and may make procedures mutually
-/// exclusive.
+/// A queue worker evaluates a procedure's conditions once all its dependencies have finished —
+/// never while the queue is suspended, and not at all for a procedure cancelled before then. It
+/// calls each condition's ``evaluate(for:completion:)`` in turn, in the order they were added
+/// (result injections first), without waiting for earlier answers, so asynchronous conditions are
+/// evaluated concurrently. The procedure executes only if every condition is satisfied; the first
+/// answer that is a failure (or an ignore) decides at once, and later answers are ignored.
+///
+/// A condition may also produce a dependency (``dependency(for:)``) — an operation the queue adds
+/// with the procedure and runs before evaluation — and may make procedures mutually exclusive
+/// (``mutuallyExclusiveCategories``).
 ///
 /// ```swift
 /// struct Reachable: OperationCondition {
@@ -27,21 +33,42 @@ public protocol OperationCondition: Sendable {
     /// A name for logs and errors; by default the type's name.
     var name: String { get }
     /// Categories in which at most one procedure runs at a time, across all queues; by default
-    /// none. See ``MutuallyExclusive``.
+    /// none. The procedure takes them after all its conditions are satisfied and holds them until
+    /// it has finished. See ``MutuallyExclusive``.
     var mutuallyExclusiveCategories: Set<String> { get }
-    /// An operation that must run before the condition is evaluated, or `nil` (the default). The
-    /// queue adds it when it adds the procedure, as a dependency of the procedure; it runs after
-    /// the procedure's own dependencies.
+    /// An operation that must run before the condition is evaluated, or `nil` (the default).
+    ///
+    /// Called once, on the thread adding the procedure to a queue (or adding the condition to a
+    /// procedure already in one); not called for a procedure cancelled before it is added. The
+    /// queue adds the operation as a dependency of the procedure, before the procedure; when the
+    /// procedure is added, the operation also waits for the procedure's own dependencies. It is
+    /// cancelled if the procedure is cancelled before executing.
+    ///
+    /// - Parameter procedure: The procedure the condition belongs to.
+    /// - Returns: A new operation, in no queue, or `nil`.
     func dependency(for procedure: ProcedureOperation) -> ConcurrentOperation?
-    /// Decides whether `procedure` may run and calls `completion` exactly once, now or later,
-    /// from any thread. Called on a queue worker, without any lock held; start slow work
-    /// asynchronously.
+    /// Decides whether `procedure` may run.
+    ///
+    /// Called once per procedure, on a worker of its queue, without any lock held, after all its
+    /// dependencies (including the one ``dependency(for:)`` made) have finished. Do not block the
+    /// worker: start slow work asynchronously and answer later.
+    ///
+    /// - Parameters:
+    ///   - procedure: The procedure whose conditions are evaluated.
+    ///   - completion: Call it exactly once, now or later, from any thread, with the answer; later
+    ///     calls are ignored. A procedure cancelled meanwhile no longer waits for it.
     func evaluate(for procedure: ProcedureOperation, completion: @escaping @Sendable (ConditionResult) -> Void)
 }
 
 extension OperationCondition {
+    /// The condition type's name.
     public var name: String { "\(type(of: self))" }
+    /// No categories: the condition makes nothing mutually exclusive.
     public var mutuallyExclusiveCategories: Set<String> { [] }
+    /// No dependency.
+    ///
+    /// - Parameter procedure: The procedure the condition belongs to.
+    /// - Returns: `nil`.
     public func dependency(for procedure: ProcedureOperation) -> ConcurrentOperation? { nil }
 }
 
@@ -53,39 +80,82 @@ extension OperationCondition {
 /// })
 /// ```
 public struct ClosureCondition: OperationCondition {
-    public let name: String
-    private let decide: @Sendable (ProcedureOperation) -> ConditionResult
+    /// The name and the closure, in one object: the condition is one reference, so an
+    /// `any OperationCondition` holds it inline (no box per conversion).
+    private final class Storage: Sendable {
+        let name: String
+        let decide: @Sendable (ProcedureOperation) -> ConditionResult
 
-    /// - Parameters:
-    ///   - name: A name for logs.
-    ///   - decide: Called on a queue worker when the condition is evaluated.
-    public init(name: String = "ClosureCondition", _ decide: @escaping @Sendable (ProcedureOperation) -> ConditionResult) {
-        self.name = name
-        self.decide = decide
+        init(name: String, decide: @escaping @Sendable (ProcedureOperation) -> ConditionResult) {
+            self.name = name
+            self.decide = decide
+        }
     }
 
+    private let storage: Storage
+
+    /// A name for logs.
+    public var name: String { storage.name }
+
+    /// Creates a condition that asks `decide`.
+    ///
+    /// - Parameters:
+    ///   - name: A name for logs.
+    ///   - decide: Called once, on a queue worker, when the condition is evaluated; it receives the
+    ///     procedure and returns the answer.
+    public init(name: String = "ClosureCondition", _ decide: @escaping @Sendable (ProcedureOperation) -> ConditionResult) {
+        storage = Storage(name: name, decide: decide)
+    }
+
+    /// Calls the closure and answers with what it returns.
+    ///
+    /// - Parameters:
+    ///   - procedure: The procedure whose conditions are evaluated.
+    ///   - completion: Called at once with the closure's answer.
     public func evaluate(for procedure: ProcedureOperation, completion: @escaping @Sendable (ConditionResult) -> Void) {
-        completion(decide(procedure))
+        completion(storage.decide(procedure))
     }
 }
 
 /// The opposite of another condition: satisfied when it fails, failed (with
 /// ``OperationError/Code-swift.struct/conditionFailed``) when it is satisfied; ignored stays
-/// ignored. The inner condition's dependency is still produced.
+/// ignored. The inner condition's dependency is still produced, and its mutually exclusive
+/// categories still apply.
+///
+/// ```swift
+/// try upload.addCondition(NegatedCondition(ClosureCondition { _ in
+///     settings.isOffline ? .satisfied : .failed(Online())
+/// }))
+/// ```
 public struct NegatedCondition: OperationCondition {
+    /// The condition whose answer is reversed.
     public let inner: any OperationCondition
 
+    /// Creates the negation of `inner`.
+    ///
+    /// - Parameter inner: The condition whose answer is reversed.
     public init(_ inner: any OperationCondition) {
         self.inner = inner
     }
 
+    /// `Not<inner>`.
     public var name: String { "Not<\(inner.name)>" }
+    /// The inner condition's categories.
     public var mutuallyExclusiveCategories: Set<String> { inner.mutuallyExclusiveCategories }
 
+    /// The inner condition's dependency.
+    ///
+    /// - Parameter procedure: The procedure the condition belongs to.
+    /// - Returns: What the inner condition returns.
     public func dependency(for procedure: ProcedureOperation) -> ConcurrentOperation? {
         inner.dependency(for: procedure)
     }
 
+    /// Evaluates the inner condition and reverses its answer.
+    ///
+    /// - Parameters:
+    ///   - procedure: The procedure whose conditions are evaluated.
+    ///   - completion: Called once the inner condition has answered, on the thread it answered on.
     public func evaluate(for procedure: ProcedureOperation, completion: @escaping @Sendable (ConditionResult) -> Void) {
         let name = self.name
         inner.evaluate(for: procedure) { result in
@@ -103,36 +173,66 @@ public struct NegatedCondition: OperationCondition {
 }
 
 /// Another condition without its dependency: the inner condition is evaluated, but the operation
-/// it would produce is never added.
+/// it would produce is never made or added. Its mutually exclusive categories still apply.
 public struct SilentCondition: OperationCondition {
+    /// The condition evaluated without its dependency.
     public let inner: any OperationCondition
 
+    /// Creates a silent version of `inner`.
+    ///
+    /// - Parameter inner: The condition to evaluate without its dependency.
     public init(_ inner: any OperationCondition) {
         self.inner = inner
     }
 
+    /// `Silent<inner>`.
     public var name: String { "Silent<\(inner.name)>" }
+    /// The inner condition's categories.
     public var mutuallyExclusiveCategories: Set<String> { inner.mutuallyExclusiveCategories }
 
+    /// Evaluates the inner condition and answers as it does.
+    ///
+    /// - Parameters:
+    ///   - procedure: The procedure whose conditions are evaluated.
+    ///   - completion: Called with the inner condition's answer.
     public func evaluate(for procedure: ProcedureOperation, completion: @escaping @Sendable (ConditionResult) -> Void) {
         inner.evaluate(for: procedure, completion: completion)
     }
 }
 
-/// Fails if any dependency finished with errors (``OperationError/Code-swift.struct/dependenciesFailed``)
-/// or was cancelled (``OperationError/Code-swift.struct/dependenciesCancelled``).
+/// Fails if any dependency finished with errors (``OperationError/Code-swift.struct/dependenciesFailed``,
+/// whose ``OperationError/underlyingErrors`` are theirs) or was cancelled
+/// (``OperationError/Code-swift.struct/dependenciesCancelled``).
 ///
-/// With `ignoringCancellations`, a cancelled dependency makes the procedure cancel without an
-/// error (ignored) instead — unless another dependency failed. A dependency cancelled without
-/// errors does not count as failed. Failure means: a ``ProcedureOperation`` whose
-/// ``ProcedureOperation/errors`` is not empty.
+/// A dependency has failed when it is a ``ProcedureOperation`` whose
+/// ``ProcedureOperation/errors`` is not empty (a ``GroupOperation`` with a failed child, a
+/// procedure cancelled with an error). A dependency cancelled without errors does not count as
+/// failed, and a plain ``ConcurrentOperation`` can only be cancelled. With
+/// `ignoringCancellations`, a cancelled dependency makes the procedure cancel without an error
+/// (ignored) instead — unless another dependency failed.
+///
+/// ```swift
+/// try save.addDependency(download)
+/// try save.addCondition(NoFailedDependencies())
+/// ```
 public struct NoFailedDependencies: OperationCondition {
+    /// Whether a cancelled dependency cancels the procedure without an error (`true`) or fails it
+    /// with ``OperationError/Code-swift.struct/dependenciesCancelled`` (`false`).
     public let ignoringCancellations: Bool
 
+    /// Creates the condition.
+    ///
+    /// - Parameter ignoringCancellations: Whether a cancelled dependency cancels the procedure
+    ///   without an error instead of failing it; `false` by default.
     public init(ignoringCancellations: Bool = false) {
         self.ignoringCancellations = ignoringCancellations
     }
 
+    /// Looks at the procedure's dependencies, all finished by now.
+    ///
+    /// - Parameters:
+    ///   - procedure: The procedure whose conditions are evaluated.
+    ///   - completion: Called at once with the answer.
     public func evaluate(for procedure: ProcedureOperation, completion: @escaping @Sendable (ConditionResult) -> Void) {
         let dependencies = procedure.dependencies
         let failed = dependencies.compactMap { $0 as? ProcedureOperation }.filter { !$0.errors.isEmpty }
@@ -152,10 +252,16 @@ public struct NoFailedDependencies: OperationCondition {
 }
 
 /// Fails with ``OperationError/Code-swift.struct/dependenciesCancelled`` if any dependency was
-/// cancelled.
+/// cancelled. A dependency that failed without being cancelled does not count.
 public struct NoCancelledDependencies: OperationCondition {
+    /// Creates the condition.
     public init() {}
 
+    /// Looks at the procedure's dependencies, all finished by now.
+    ///
+    /// - Parameters:
+    ///   - procedure: The procedure whose conditions are evaluated.
+    ///   - completion: Called at once with the answer.
     public func evaluate(for procedure: ProcedureOperation, completion: @escaping @Sendable (ConditionResult) -> Void) {
         let cancelled = procedure.dependencies.filter { $0.isCancelled }
         if cancelled.isEmpty {
@@ -168,21 +274,37 @@ public struct NoCancelledDependencies: OperationCondition {
     }
 }
 
-/// Several conditions that must all be satisfied (AND): evaluated together, it is satisfied when
-/// all are, fails with the first failure, and is otherwise ignored. With no conditions it is
-/// ignored. The queue adds the dependencies of every part.
+/// Several conditions that must all be satisfied (AND).
+///
+/// The parts are evaluated together, and the compound answers once every part has answered: it
+/// is satisfied when all are; otherwise it fails with the error of the first failed part, in the
+/// order given; otherwise (some part ignored, none failed) it is ignored. With no parts it is
+/// ignored. The queue adds the dependencies of every part (but not those of a ``SilentCondition``
+/// part), and the categories of every part apply.
 public struct AllConditions: OperationCondition {
+    /// The parts.
     public let conditions: [any OperationCondition]
 
+    /// Creates the AND of `conditions`.
+    ///
+    /// - Parameter conditions: The parts, in order; the first failed part's error is the one
+    ///   reported.
     public init(_ conditions: [any OperationCondition]) {
         self.conditions = conditions
     }
 
+    /// `All<part, part, …>`.
     public var name: String { "All<\(conditions.map(\.name).joined(separator: ", "))>" }
+    /// The union of the parts' categories.
     public var mutuallyExclusiveCategories: Set<String> {
         conditions.reduce(into: []) { $0.formUnion($1.mutuallyExclusiveCategories) }
     }
 
+    /// Evaluates every part and combines their answers.
+    ///
+    /// - Parameters:
+    ///   - procedure: The procedure whose conditions are evaluated.
+    ///   - completion: Called once the last part has answered, on the thread it answered on.
     public func evaluate(for procedure: ProcedureOperation, completion: @escaping @Sendable (ConditionResult) -> Void) {
         guard !conditions.isEmpty else { return completion(.ignored) }
         ConditionGroup.evaluate(conditions, for: procedure) { results in
@@ -193,21 +315,37 @@ public struct AllConditions: OperationCondition {
     }
 }
 
-/// Several conditions of which one must be satisfied (OR): satisfied when any is; otherwise it
-/// fails with the first failure, or is ignored if none failed. With no conditions it is ignored.
-/// The queue adds the dependencies of every part.
+/// Several conditions of which one must be satisfied (OR).
+///
+/// The parts are evaluated together, and the compound answers once every part has answered: it
+/// is satisfied when any part is; otherwise it fails with the error of the first failed part, in
+/// the order given; otherwise (all ignored) it is ignored. With no parts it is ignored. The queue
+/// adds the dependencies of every part (but not those of a ``SilentCondition`` part), and the
+/// categories of every part apply, whichever part was satisfied.
 public struct AnyCondition: OperationCondition {
+    /// The parts.
     public let conditions: [any OperationCondition]
 
+    /// Creates the OR of `conditions`.
+    ///
+    /// - Parameter conditions: The parts, in order; when none is satisfied, the first failed
+    ///   part's error is the one reported.
     public init(_ conditions: [any OperationCondition]) {
         self.conditions = conditions
     }
 
+    /// `Any<part, part, …>`.
     public var name: String { "Any<\(conditions.map(\.name).joined(separator: ", "))>" }
+    /// The union of the parts' categories.
     public var mutuallyExclusiveCategories: Set<String> {
         conditions.reduce(into: []) { $0.formUnion($1.mutuallyExclusiveCategories) }
     }
 
+    /// Evaluates every part and combines their answers.
+    ///
+    /// - Parameters:
+    ///   - procedure: The procedure whose conditions are evaluated.
+    ///   - completion: Called once the last part has answered, on the thread it answered on.
     public func evaluate(for procedure: ProcedureOperation, completion: @escaping @Sendable (ConditionResult) -> Void) {
         guard !conditions.isEmpty else { return completion(.ignored) }
         ConditionGroup.evaluate(conditions, for: procedure) { results in
@@ -218,27 +356,50 @@ public struct AnyCondition: OperationCondition {
     }
 }
 
-/// At most one procedure with this condition and the same category runs at a time, across every
-/// queue of the process. The category is taken (all of a procedure's categories at once) after its
-/// conditions are satisfied, and given back when it finishes; procedures waiting for a category
-/// get it in the order they asked. A procedure waiting for a category holds nothing else, so
-/// exclusive procedures that also depend on each other cannot deadlock.
+/// At most one procedure with this condition and the same category executes at a time, across
+/// every queue of the process.
+///
+/// A procedure takes all its categories at once, after its dependencies have finished and all its
+/// conditions are satisfied, and gives them back when it has finished (after its completion
+/// block, before its did-finish observers). Procedures waiting for a category get it in the order
+/// they asked; a waiting procedure holds no category and no concurrency slot, and its state stays
+/// ``ProcedureState/ready``. Cancelling it withdraws its request. So exclusive procedures that
+/// also depend on each other cannot deadlock — but a procedure must not wait, while it holds a
+/// category, for another procedure of the same category: a ``GroupOperation`` whose child shares
+/// the group's category never finishes.
+///
+/// ```swift
+/// try showAlert.addCondition(MutuallyExclusive(category: "alert"))
+/// ```
 public struct MutuallyExclusive: OperationCondition {
+    /// The category; procedures with the same one never execute at once.
     public let category: String
 
-    /// - Parameter category: The category; procedures with the same one never run at once.
+    /// Creates the condition for `category`.
+    ///
+    /// - Parameter category: The category; procedures with the same one never execute at once.
     public init(category: String) {
         self.category = category
     }
 
-    /// Uses the name of `type` as the category, like PSOperations' `MutuallyExclusive<T>`.
+    /// Creates the condition with the name of `type` as its category, like PSOperations'
+    /// `MutuallyExclusive<T>`.
+    ///
+    /// - Parameter type: The type whose name is the category.
     public init<T>(_ type: T.Type) {
         category = "\(type)"
     }
 
+    /// `MutuallyExclusive<category>`.
     public var name: String { "MutuallyExclusive<\(category)>" }
+    /// The one category.
     public var mutuallyExclusiveCategories: Set<String> { [category] }
 
+    /// Always satisfied: the exclusivity is applied after every condition is satisfied.
+    ///
+    /// - Parameters:
+    ///   - procedure: The procedure whose conditions are evaluated.
+    ///   - completion: Called at once with ``ConditionResult/satisfied``.
     public func evaluate(for procedure: ProcedureOperation, completion: @escaping @Sendable (ConditionResult) -> Void) {
         completion(.satisfied)
     }
@@ -287,17 +448,18 @@ enum ConditionGroup {
 /// for a compound condition those of its parts; none for a silent one.
 enum ProducedDependencies {
     static func of(_ condition: any OperationCondition, for procedure: ProcedureOperation) -> [ConcurrentOperation] {
-        switch condition {
-        case is SilentCondition:
+        // Compare the dynamic type (a pointer comparison) before casting: a dynamic cast of an
+        // existential to each composite type costs a few hundred instructions, per condition.
+        let type = ObjectIdentifier(Swift.type(of: condition))
+        if type == ObjectIdentifier(SilentCondition.self) {
             return []
-        case let all as AllConditions:
+        } else if type == ObjectIdentifier(AllConditions.self), let all = condition as? AllConditions {
             return all.conditions.flatMap { of($0, for: procedure) }
-        case let any as AnyCondition:
+        } else if type == ObjectIdentifier(AnyCondition.self), let any = condition as? AnyCondition {
             return any.conditions.flatMap { of($0, for: procedure) }
-        case let negated as NegatedCondition:
+        } else if type == ObjectIdentifier(NegatedCondition.self), let negated = condition as? NegatedCondition {
             return of(negated.inner, for: procedure)
-        default:
-            return condition.dependency(for: procedure).map { [$0] } ?? []
         }
+        return condition.dependency(for: procedure).map { [$0] } ?? []
     }
 }

@@ -1,46 +1,138 @@
 import Dispatch
 
-/// Something told about a ``ProcedureOperation``'s lifecycle.
+/// Something told about a ``ProcedureOperation``'s lifecycle. Add one with
+/// ``ProcedureOperation/addObserver(_:)`` before the procedure executes.
 ///
-/// Each event reaches each observer at most once per procedure, in lifecycle order — did attach;
-/// will execute and did execute (only if it executes); did produce (while it executes); did cancel
-/// (when it is cancelled: before, during or instead of executing); will finish and did finish,
-/// last, exactly once — never two at a time for one procedure, and never while a lock is held.
-/// Events run on the thread where they happen (the queue worker for will/did execute, the
-/// cancelling thread for did cancel, the finishing thread for will/did finish); an event raised
-/// while another is being delivered for the same procedure is delivered right after it, by the
-/// thread delivering. So an observer must not wait for its procedure to finish.
+/// Each event reaches each observer at most once per procedure, in lifecycle order: did attach
+/// first; will execute, then did execute (only if the procedure executes); did produce (while it
+/// executes); did cancel (when it is cancelled: before, during or instead of executing); will
+/// finish and did finish last, exactly once. The procedure's own `procedure…` hook for an event
+/// runs just before the observers, which are told in the order they were added.
+///
+/// Events of one procedure are delivered one at a time, in the order they happened, and never
+/// while a lock is held (except as ``GroupOperation/addChild(_:)`` describes). Each runs on the
+/// thread where it happens:
+///
+/// - did attach: the thread calling ``ProcedureOperation/addObserver(_:)``;
+/// - will execute: the thread that then runs ``ConcurrentOperation/execute()`` (a worker of the
+///   procedure's queue, or the caller of ``ConcurrentOperation/start()``);
+/// - did execute: that thread once `execute()` returns, or the finishing thread if the finish
+///   came first;
+/// - did cancel: the cancelling thread (for ``TimeoutObserver``, a thread of the global dispatch
+///   queue);
+/// - did produce: the thread calling ``ProcedureOperation/produce(_:)``;
+/// - will finish and did finish: the finishing thread (the one that called `finish`, or for a
+///   procedure that finishes without executing, the queue worker that reached it).
+///
+/// An event raised while another thread is delivering an event of the same procedure is handed
+/// to that thread, which delivers it right after the one in progress (the raising thread waits
+/// for will execute and will finish). So an observer must never wait for its own procedure —
+/// to finish, or to get past another event — or it waits for itself. Did finish comes after the
+/// procedure's completion block, so it may run after a `waitUntilFinished()` on the procedure
+/// has returned.
 ///
 /// Every method has an empty default implementation: implement only what you need.
 public protocol OperationObserver: Sendable {
-    /// The observer was added to `procedure`.
+    /// The observer was added to `procedure`. The first event, delivered once.
+    ///
+    /// - Parameter procedure: The procedure observed.
     func didAttach(to procedure: ProcedureOperation)
     /// `procedure` is about to execute: its conditions were satisfied and it was not cancelled.
+    /// Its state is already ``ProcedureState/executing``; its work starts once every observer
+    /// has returned.
+    ///
+    /// - Parameter procedure: The procedure observed.
     func willExecute(_ procedure: ProcedureOperation)
-    /// `procedure`'s ``ProcedureOperation/execute()`` returned (or the procedure finished, if
-    /// that came first).
+    /// `procedure`'s ``ConcurrentOperation/execute()`` returned (or the procedure finished, if
+    /// that came first). The procedure may still be executing, waiting for its work to finish it.
+    ///
+    /// - Parameter procedure: The procedure observed.
     func didExecute(_ procedure: ProcedureOperation)
-    /// `procedure` was cancelled, with `error` if one was given.
+    /// `procedure` was cancelled, with `error` if one was given. An executing procedure is not
+    /// finished by this (unless ``ProcedureOperation/finishesWhenCancelled`` is set).
+    ///
+    /// - Parameters:
+    ///   - procedure: The procedure observed.
+    ///   - error: The error given to ``ProcedureOperation/cancel(with:)`` (a failed condition's
+    ///     error), or `nil`.
     func didCancel(_ procedure: ProcedureOperation, with error: (any Error)?)
-    /// `procedure` produced `operation` (see ``ProcedureOperation/produce(_:)``).
+    /// `procedure` produced `operation`, which is now in its queue (see
+    /// ``ProcedureOperation/produce(_:)``).
+    ///
+    /// - Parameters:
+    ///   - procedure: The procedure observed.
+    ///   - operation: The operation it produced.
     func procedure(_ procedure: ProcedureOperation, didProduce operation: ConcurrentOperation)
-    /// `procedure` is finishing, with these errors; it has not finished yet.
+    /// `procedure` is finishing, with these errors; it has not finished yet (its completion block
+    /// has not run and its dependents are still waiting).
+    ///
+    /// - Parameters:
+    ///   - procedure: The procedure observed.
+    ///   - errors: Every error the procedure collected.
     func willFinish(_ procedure: ProcedureOperation, with errors: [any Error])
-    /// `procedure` finished, with these errors. The last event.
+    /// `procedure` finished, with these errors: the last event. Its completion block has run,
+    /// its dependents were released and its ``MutuallyExclusive`` categories given back.
+    ///
+    /// - Parameters:
+    ///   - procedure: The procedure observed.
+    ///   - errors: Every error the procedure collected.
     func didFinish(_ procedure: ProcedureOperation, with errors: [any Error])
+
+    /// The events this observer wants; the others are not delivered to it, and a procedure skips
+    /// an event that no observer (and no hook of its class) wants. By default every kind.
+    var observedEvents: ProcedureEventKinds { get }
 }
 
 extension OperationObserver {
+    /// Every kind of event.
+    public var observedEvents: ProcedureEventKinds { .all }
+
+    /// Does nothing.
+    ///
+    /// - Parameter procedure: The procedure observed.
     public func didAttach(to procedure: ProcedureOperation) {}
+
+    /// Does nothing.
+    ///
+    /// - Parameter procedure: The procedure observed.
     public func willExecute(_ procedure: ProcedureOperation) {}
+
+    /// Does nothing.
+    ///
+    /// - Parameter procedure: The procedure observed.
     public func didExecute(_ procedure: ProcedureOperation) {}
+
+    /// Does nothing.
+    ///
+    /// - Parameters:
+    ///   - procedure: The procedure observed.
+    ///   - error: The cancel's error, or `nil`.
     public func didCancel(_ procedure: ProcedureOperation, with error: (any Error)?) {}
+
+    /// Does nothing.
+    ///
+    /// - Parameters:
+    ///   - procedure: The procedure observed.
+    ///   - operation: The operation it produced.
     public func procedure(_ procedure: ProcedureOperation, didProduce operation: ConcurrentOperation) {}
+
+    /// Does nothing.
+    ///
+    /// - Parameters:
+    ///   - procedure: The procedure observed.
+    ///   - errors: Every error the procedure collected.
     public func willFinish(_ procedure: ProcedureOperation, with errors: [any Error]) {}
+
+    /// Does nothing.
+    ///
+    /// - Parameters:
+    ///   - procedure: The procedure observed.
+    ///   - errors: Every error the procedure collected.
     public func didFinish(_ procedure: ProcedureOperation, with errors: [any Error]) {}
 }
 
-/// An observer made of closures, one per event; leave out the ones you do not need.
+/// An observer made of closures, one per event of ``OperationObserver``; leave out the ones you
+/// do not need. Each closure runs when, and on the thread where, its event is delivered.
 ///
 /// ```swift
 /// try procedure.addObserver(ClosureObserver(didFinish: { procedure, errors in
@@ -48,16 +140,62 @@ extension OperationObserver {
 /// }))
 /// ```
 public struct ClosureObserver: OperationObserver {
-    let onDidAttach: (@Sendable (ProcedureOperation) -> Void)?
-    let onWillExecute: (@Sendable (ProcedureOperation) -> Void)?
-    let onDidExecute: (@Sendable (ProcedureOperation) -> Void)?
-    let onDidCancel: (@Sendable (ProcedureOperation, (any Error)?) -> Void)?
-    let onDidProduce: (@Sendable (ProcedureOperation, ConcurrentOperation) -> Void)?
-    let onWillFinish: (@Sendable (ProcedureOperation, [any Error]) -> Void)?
-    let onDidFinish: (@Sendable (ProcedureOperation, [any Error]) -> Void)?
+    /// The closures, in one object: the observer is one reference, so an `any OperationObserver`
+    /// holds it inline (no box per conversion) and copying it is one retain, not seven.
+    private final class Closures: Sendable {
+        let onDidAttach: (@Sendable (ProcedureOperation) -> Void)?
+        let onWillExecute: (@Sendable (ProcedureOperation) -> Void)?
+        let onDidExecute: (@Sendable (ProcedureOperation) -> Void)?
+        let onDidCancel: (@Sendable (ProcedureOperation, (any Error)?) -> Void)?
+        let onDidProduce: (@Sendable (ProcedureOperation, ConcurrentOperation) -> Void)?
+        let onWillFinish: (@Sendable (ProcedureOperation, [any Error]) -> Void)?
+        let onDidFinish: (@Sendable (ProcedureOperation, [any Error]) -> Void)?
+
+        init(
+            didAttach: (@Sendable (ProcedureOperation) -> Void)?,
+            willExecute: (@Sendable (ProcedureOperation) -> Void)?,
+            didExecute: (@Sendable (ProcedureOperation) -> Void)?,
+            didCancel: (@Sendable (ProcedureOperation, (any Error)?) -> Void)?,
+            didProduce: (@Sendable (ProcedureOperation, ConcurrentOperation) -> Void)?,
+            willFinish: (@Sendable (ProcedureOperation, [any Error]) -> Void)?,
+            didFinish: (@Sendable (ProcedureOperation, [any Error]) -> Void)?
+        ) {
+            onDidAttach = didAttach
+            onWillExecute = willExecute
+            onDidExecute = didExecute
+            onDidCancel = didCancel
+            onDidProduce = didProduce
+            onWillFinish = willFinish
+            onDidFinish = didFinish
+        }
+    }
+
+    private let closures: Closures
+
+    /// The events for which a closure was given.
+    public var observedEvents: ProcedureEventKinds {
+        var kinds: ProcedureEventKinds = []
+        if closures.onDidAttach != nil { kinds.insert(.didAttach) }
+        if closures.onWillExecute != nil { kinds.insert(.willExecute) }
+        if closures.onDidExecute != nil { kinds.insert(.didExecute) }
+        if closures.onDidCancel != nil { kinds.insert(.didCancel) }
+        if closures.onDidProduce != nil { kinds.insert(.didProduce) }
+        if closures.onWillFinish != nil { kinds.insert(.willFinish) }
+        if closures.onDidFinish != nil { kinds.insert(.didFinish) }
+        return kinds
+    }
 
     /// Creates an observer from the closures given. Each runs as the event of the same name of
     /// ``OperationObserver``.
+    ///
+    /// - Parameters:
+    ///   - didAttach: Called with the procedure once the observer was added.
+    ///   - willExecute: Called with the procedure just before its work starts.
+    ///   - didExecute: Called with the procedure once its `execute()` returned.
+    ///   - didCancel: Called with the procedure and the cancel's error, if any.
+    ///   - didProduce: Called with the procedure and the operation it produced.
+    ///   - willFinish: Called with the procedure and its errors while it finishes.
+    ///   - didFinish: Called with the procedure and its errors once it has finished.
     public init(
         didAttach: (@Sendable (ProcedureOperation) -> Void)? = nil,
         willExecute: (@Sendable (ProcedureOperation) -> Void)? = nil,
@@ -67,39 +205,85 @@ public struct ClosureObserver: OperationObserver {
         willFinish: (@Sendable (ProcedureOperation, [any Error]) -> Void)? = nil,
         didFinish: (@Sendable (ProcedureOperation, [any Error]) -> Void)? = nil
     ) {
-        onDidAttach = didAttach
-        onWillExecute = willExecute
-        onDidExecute = didExecute
-        onDidCancel = didCancel
-        onDidProduce = didProduce
-        onWillFinish = willFinish
-        onDidFinish = didFinish
+        closures = Closures(
+            didAttach: didAttach, willExecute: willExecute, didExecute: didExecute, didCancel: didCancel,
+            didProduce: didProduce, willFinish: willFinish, didFinish: didFinish)
     }
 
-    public func didAttach(to procedure: ProcedureOperation) { onDidAttach?(procedure) }
-    public func willExecute(_ procedure: ProcedureOperation) { onWillExecute?(procedure) }
-    public func didExecute(_ procedure: ProcedureOperation) { onDidExecute?(procedure) }
-    public func didCancel(_ procedure: ProcedureOperation, with error: (any Error)?) { onDidCancel?(procedure, error) }
+    /// Calls the `didAttach` closure, if any.
+    ///
+    /// - Parameter procedure: The procedure observed.
+    public func didAttach(to procedure: ProcedureOperation) { closures.onDidAttach?(procedure) }
+
+    /// Calls the `willExecute` closure, if any.
+    ///
+    /// - Parameter procedure: The procedure observed.
+    public func willExecute(_ procedure: ProcedureOperation) { closures.onWillExecute?(procedure) }
+
+    /// Calls the `didExecute` closure, if any.
+    ///
+    /// - Parameter procedure: The procedure observed.
+    public func didExecute(_ procedure: ProcedureOperation) { closures.onDidExecute?(procedure) }
+
+    /// Calls the `didCancel` closure, if any.
+    ///
+    /// - Parameters:
+    ///   - procedure: The procedure observed.
+    ///   - error: The cancel's error, or `nil`.
+    public func didCancel(_ procedure: ProcedureOperation, with error: (any Error)?) { closures.onDidCancel?(procedure, error) }
+
+    /// Calls the `didProduce` closure, if any.
+    ///
+    /// - Parameters:
+    ///   - procedure: The procedure observed.
+    ///   - operation: The operation it produced.
     public func procedure(_ procedure: ProcedureOperation, didProduce operation: ConcurrentOperation) {
-        onDidProduce?(procedure, operation)
+        closures.onDidProduce?(procedure, operation)
     }
-    public func willFinish(_ procedure: ProcedureOperation, with errors: [any Error]) { onWillFinish?(procedure, errors) }
-    public func didFinish(_ procedure: ProcedureOperation, with errors: [any Error]) { onDidFinish?(procedure, errors) }
+
+    /// Calls the `willFinish` closure, if any.
+    ///
+    /// - Parameters:
+    ///   - procedure: The procedure observed.
+    ///   - errors: Every error the procedure collected.
+    public func willFinish(_ procedure: ProcedureOperation, with errors: [any Error]) { closures.onWillFinish?(procedure, errors) }
+
+    /// Calls the `didFinish` closure, if any.
+    ///
+    /// - Parameters:
+    ///   - procedure: The procedure observed.
+    ///   - errors: Every error the procedure collected.
+    public func didFinish(_ procedure: ProcedureOperation, with errors: [any Error]) { closures.onDidFinish?(procedure, errors) }
 }
 
 /// Cancels a procedure with an ``OperationError/Code-swift.struct/timedOut`` error if it has not
-/// finished within `timeout` of starting to execute. Does nothing if it finished or was cancelled
-/// first. The procedure is cancelled, not finished: it is told, and finishes itself (or set
-/// ``ProcedureOperation/finishesWhenCancelled``).
+/// finished within `timeout` of starting to execute (the time its will-execute event is
+/// delivered). Does nothing if it finished or was cancelled first, or if it never executes.
+///
+/// The procedure is cancelled, not finished: it is told (did cancel, on a thread of the global
+/// dispatch queue) and finishes itself — or at once, if ``ProcedureOperation/finishesWhenCancelled``
+/// is set. The timer holds the procedure weakly.
+///
+/// ```swift
+/// try download.addObserver(TimeoutObserver(timeout: .seconds(30)))
+/// ```
 public struct TimeoutObserver: OperationObserver {
     /// How long the procedure may execute.
     public let timeout: Duration
 
+    /// Will execute only.
+    public var observedEvents: ProcedureEventKinds { .willExecute }
+
+    /// Creates the observer.
+    ///
     /// - Parameter timeout: How long the procedure may execute before it is cancelled.
     public init(timeout: Duration) {
         self.timeout = timeout
     }
 
+    /// Starts the timer.
+    ///
+    /// - Parameter procedure: The procedure about to execute.
     public func willExecute(_ procedure: ProcedureOperation) {
         let timeout = self.timeout
         DispatchQueue.global().asyncAfter(deadline: .now() + timeout.dispatchInterval) { [weak procedure] in

@@ -1,28 +1,46 @@
-/// The states of a ``ProcedureOperation``.
+/// The states of a ``ProcedureOperation``, in lifecycle order.
 ///
-///     initialized ─enqueue─▶ pending ─dependencies finished─▶ evaluatingConditions ─▶ ready
+///     initialized ─added to a queue─▶ pending ─dependencies finished─▶ evaluatingConditions ─▶ ready
 ///       ─▶ executing ─finish─▶ finishing ─▶ finished
 ///
-/// A procedure without conditions goes from pending straight to ready. One that was cancelled, or
-/// whose conditions failed, goes from ready to finishing without executing.
+/// A procedure without conditions (or one cancelled before its conditions were evaluated) goes
+/// from pending straight to ready. One that was cancelled, or whose conditions failed, goes from
+/// ready to finishing without executing. A procedure started by hand with
+/// ``ConcurrentOperation/start()`` goes from initialized to executing (or, if it was cancelled, to
+/// finishing). States only move forward; finished is final.
 public enum ProcedureState: Int, Hashable, Sendable, CaseIterable, Comparable, CustomStringConvertible {
     /// Created, not in a queue yet.
     case initialized
-    /// In a queue, waiting for its dependencies.
+    /// In a queue, waiting for its dependencies (including the dependencies its conditions
+    /// produced).
     case pending
-    /// Its dependencies have finished; its conditions are being evaluated.
+    /// Its dependencies have finished; its conditions are being evaluated. ``ProcedureOperation/isReady``
+    /// is `false` meanwhile.
     case evaluatingConditions
-    /// About to start (or to finish without executing, if cancelled).
+    /// Its conditions are satisfied (or it has none): waiting for a queue worker, and for its
+    /// ``MutuallyExclusive`` categories if it has any. A procedure that was cancelled, or whose
+    /// conditions failed, is also ready: it finishes without executing when a worker takes it.
     case ready
-    /// ``ProcedureOperation/execute()`` has been called; the procedure has not finished.
+    /// Executing: will-execute observers, ``ConcurrentOperation/execute()``, and whatever work
+    /// it started, until a finish is accepted.
     case executing
-    /// Finishing: its will-finish observers run.
+    /// A finish was accepted (or it is finishing without executing): the queue's will-finish
+    /// and the will-finish observers are being told; the completion block and did-finish follow.
     case finishing
-    /// Finished.
+    /// Finished: ``ConcurrentOperation/isFinished`` is `true`. The completion block, the release
+    /// of dependents and waiters, and the did-finish observers follow on the finishing thread, so
+    /// they may still be running.
     case finished
 
+    /// Orders the states along the lifecycle, from ``initialized`` to ``finished``.
+    ///
+    /// - Parameters:
+    ///   - lhs: A state.
+    ///   - rhs: Another state.
+    /// - Returns: Whether `lhs` comes before `rhs` in the lifecycle.
     public static func < (lhs: ProcedureState, rhs: ProcedureState) -> Bool { lhs.rawValue < rhs.rawValue }
 
+    /// The case's name, for example `evaluatingConditions`.
     public var description: String {
         switch self {
         case .initialized: "initialized"

@@ -3,11 +3,17 @@
 extension ProcedureOperation {
     /// Adds a condition, evaluated once the procedure's dependencies have finished.
     ///
-    /// The condition's dependency (if it makes one) is added to the procedure's queue together
-    /// with the procedure — or at once, if the procedure is already in a queue.
+    /// The condition's dependency, if it makes one (``OperationCondition/dependency(for:)``), is
+    /// made and added to the procedure's queue when the procedure is added, and runs after the
+    /// procedure's own dependencies. If the procedure is already in a queue, it is made and added
+    /// at once, and does not wait for the procedure's own dependencies.
     ///
+    /// A procedure with conditions runs only on a queue: ``ConcurrentOperation/start()`` by hand
+    /// throws ``OperationError/Code-swift.struct/requiresQueue``.
+    ///
+    /// - Parameter condition: The condition to add.
     /// - Throws: ``OperationError/Code-swift.struct/tooLateToAddCondition`` once evaluation has
-    ///   begun (or the procedure started or finished).
+    ///   begun (or the procedure has started or finished).
     public func addCondition(_ condition: any OperationCondition) throws(OperationError) {
         try addCondition(condition, first: false)
     }
@@ -43,7 +49,8 @@ extension ProcedureOperation {
         }
     }
 
-    /// The conditions, in the order they were added.
+    /// The number of conditions added, result injections (``ResultConsuming/injectResult(from:_:)``)
+    /// included; 0 again once the procedure has finished and let them go.
     public var conditionCount: Int { machine.lock.withLock { conditions.count } }
 
     /// The dependencies the conditions produce, made once, when the queue adds the procedure.
@@ -85,9 +92,7 @@ extension ProcedureOperation {
     /// returned and the procedure may go on at once on this worker.
     private func evaluate(_ conditions: [any OperationCondition], queue: ConcurrentOperationQueue) -> Bool {
         let categories = conditions.reduce(into: Set<String>()) { $0.formUnion($1.mutuallyExclusiveCategories) }
-        let evaluation = ConditionEvaluation(count: conditions.count) { result in
-            _ = self.conditionsDecided(result, categories: categories, queue: queue, onWorker: false)
-        }
+        let evaluation = ConditionEvaluation(count: conditions.count, procedure: self, categories: categories, queue: queue)
         for (index, condition) in conditions.enumerated() {
             condition.evaluate(for: self) { evaluation.record($0, from: index) }
         }
@@ -97,7 +102,7 @@ extension ProcedureOperation {
 
     /// The conditions decided. Returns whether the procedure goes on at once (only `onWorker`);
     /// otherwise it is put back in its queue now or when its categories are granted.
-    private func conditionsDecided(
+    fileprivate func conditionsDecided(
         _ result: ConditionResult, categories: Set<String>, queue: ConcurrentOperationQueue, onWorker: Bool
     ) -> Bool {
         let satisfied: Bool
@@ -114,6 +119,7 @@ extension ProcedureOperation {
         case .satisfied:
             if !categories.isEmpty && !isCancelled {
                 let owner = ObjectIdentifier(self)
+                machine.lock.withLock { exclusivityRequested = true }
                 let granted = ExclusivityController.request(categories, for: owner) {
                     self.machine.lock.withLock { self.holdsExclusivity = true }
                     queue.requeue(self)
@@ -138,24 +144,44 @@ extension ProcedureOperation {
 /// still starting the evaluations is handed back to it (``endOfStart()``); a later one goes to
 /// `decided`.
 final class ConditionEvaluation: @unchecked Sendable {  // every field is protected by `lock`
-    private let lock = Lock()
-    /// Which conditions have answered: a second completion of one condition is ignored.
-    private var answered: [Bool]
-    private var remaining: Int
-    private var decision: ConditionResult?
-    private var starting = true
-    private let decided: @Sendable (ConditionResult) -> Void
+    /// A striped lock: held only for a few instructions, calling nothing (no allocation, no
+    /// mutex to initialise and destroy per evaluation).
+    private var lock: Lock { Lock.striped(for: self) }
+    /// Which conditions have answered (a second completion of one condition is ignored): bit
+    /// `index` of `answeredBits`, or `answered[index]` beyond 64 conditions.
+    @exclusivity(unchecked) private var answeredBits: UInt64 = 0
+    @exclusivity(unchecked) private var answered: [Bool]
+    @exclusivity(unchecked) private var remaining: Int
+    @exclusivity(unchecked) private var decision: ConditionResult?
+    @exclusivity(unchecked) private var starting = true
+    // What a decision after the start is handed to.
+    private let procedure: ProcedureOperation
+    private let categories: Set<String>
+    private let queue: ConcurrentOperationQueue
 
-    init(count: Int, decided: @escaping @Sendable (ConditionResult) -> Void) {
+    init(count: Int, procedure: ProcedureOperation, categories: Set<String>, queue: ConcurrentOperationQueue) {
         remaining = count
-        answered = Array(repeating: false, count: count)
-        self.decided = decided
+        answered = count > 64 ? Array(repeating: false, count: count) : []
+        self.procedure = procedure
+        self.categories = categories
+        self.queue = queue
+    }
+
+    private func decided(_ result: ConditionResult) {
+        _ = procedure.conditionsDecided(result, categories: categories, queue: queue, onWorker: false)
     }
 
     func record(_ result: ConditionResult, from index: Int) {
         let call: ConditionResult? = lock.withLock {
-            guard decision == nil, !answered[index] else { return nil }
-            answered[index] = true
+            guard decision == nil else { return nil }
+            if index < 64 {
+                let bit: UInt64 = 1 << UInt64(index)
+                guard answeredBits & bit == 0 else { return nil }
+                answeredBits |= bit
+            } else {
+                guard !answered[index] else { return nil }
+                answered[index] = true
+            }
             if case .satisfied = result {
                 remaining -= 1
                 if remaining > 0 { return nil }

@@ -40,40 +40,85 @@ struct PendingEvent {
 
 /// What a thread that raised an event does next.
 enum EventDisposition {
-    /// Nothing was being delivered: deliver this event (and its `then`), then any raised meanwhile.
-    case deliverNow(PendingEvent)
+    /// Nothing was being delivered: deliver the event just raised to these observers (and run its
+    /// `then`), then any raised meanwhile. The raising thread still holds the event, so it is not
+    /// copied into a `PendingEvent` (events are large enums: each copy costs a value-witness call).
+    case deliverNow([any OperationObserver])
     /// Another thread delivers it: wait on the semaphore, then run your `then` yourself.
     case wait(DispatchSemaphore)
     /// Queued; the thread delivering (possibly this one, further up its stack) delivers it and
     /// runs its `then`.
     case queued
+    /// Nobody listens to this kind of event (no observer, and no hook that the class uses): it is
+    /// not delivered; run your `then` yourself.
+    case skipped
+}
+
+/// Kinds of procedure events, to say which ones an observer (or a procedure class's hooks)
+/// listens to.
+public struct ProcedureEventKinds: OptionSet, Hashable, Sendable {
+    public let rawValue: UInt8
+
+    public init(rawValue: UInt8) {
+        self.rawValue = rawValue
+    }
+
+    public static let didAttach = ProcedureEventKinds(rawValue: 1 << 0)
+    public static let willExecute = ProcedureEventKinds(rawValue: 1 << 1)
+    public static let didExecute = ProcedureEventKinds(rawValue: 1 << 2)
+    public static let didCancel = ProcedureEventKinds(rawValue: 1 << 3)
+    public static let didProduce = ProcedureEventKinds(rawValue: 1 << 4)
+    public static let willFinish = ProcedureEventKinds(rawValue: 1 << 5)
+    public static let didFinish = ProcedureEventKinds(rawValue: 1 << 6)
+    /// Every kind.
+    public static let all = ProcedureEventKinds(rawValue: 0x7F)
+}
+
+extension ProcedureEvent {
+    var kind: ProcedureEventKinds {
+        switch self {
+        case .didAttach: .didAttach
+        case .willExecute: .willExecute
+        case .didExecute: .didExecute
+        case .didCancel: .didCancel
+        case .didProduce: .didProduce
+        case .willFinish: .willFinish
+        case .didFinish: .didFinish
+        }
+    }
 }
 
 // Event delivery: one procedure's events run one at a time, in the order they happened. The thread
 // that raises an event while none is being delivered delivers it (and any raised meanwhile);
 // otherwise the event is queued for the thread delivering. Nothing is delivered under a lock.
 extension ProcedureOperation {
-    /// Adds an observer. It is told ``OperationObserver/didAttach(to:)`` at once, then every
-    /// later event.
+    /// Adds an observer. It is told ``OperationObserver/didAttach(to:)`` first — at once, on the
+    /// calling thread, unless another thread is delivering this procedure's events, which then
+    /// tells it right after — and then every later event, but none that happened before.
     ///
+    /// The procedure holds its observers until it has finished, then lets them go, so an observer
+    /// may capture the procedure without making a retain cycle that outlives it.
+    ///
+    /// - Parameter observer: The observer to add.
     /// - Throws: ``OperationError/Code-swift.struct/tooLateToAddObserver`` once the procedure has
-    ///   started executing (or finished).
+    ///   started executing (or has finished).
     public func addObserver(_ observer: any OperationObserver) throws(OperationError) {
         let (event, state) = machine.lock.withLock { () -> (EventDisposition?, ProcedureState) in
             guard procedureLifecycle.acceptsObservers && !machine.lifecycle.isFinished else {
                 return (nil, procedureLifecycle.state)
             }
             observers.append(observer)
+            observedEvents.formUnion(observer.observedEvents)
             // In the same step: no event reaches the observer before did attach.
             return (enqueueEventLocked(.didAttach(observer)), procedureLifecycle.state)
         }
         guard let event else {
             throw OperationError(.tooLateToAddObserver, operations: [displayName], "the procedure is \(state)")
         }
-        handle(event, then: nil)
+        handle(event, delivering: .didAttach(observer), then: nil)
     }
 
-    /// The number of observers added.
+    /// The number of observers added; 0 again once the procedure has finished and let them go.
     public var observerCount: Int { machine.lock.withLock { observers.count } }
 
     /// Raises `event`. With `waitForDelivery`, returns only once it has been delivered — unless
@@ -83,19 +128,28 @@ extension ProcedureOperation {
         let disposition = machine.lock.withLock {
             enqueueEventLocked(event, waitForDelivery: waitForDelivery, then: then)
         }
-        handle(disposition, then: then)
+        handle(disposition, delivering: event, then: then)
     }
 
     /// Acts on what ``enqueueEventLocked(_:waitForDelivery:then:)`` returned, without the lock.
-    func handle(_ disposition: EventDisposition, then: (() -> Void)?) {
+    /// `event` and `then` are the ones given to ``enqueueEventLocked(_:waitForDelivery:then:)``.
+    /// Returns the procedure's state as read when this thread ended the delivery, if it delivered.
+    @discardableResult
+    func handle(_ disposition: EventDisposition, delivering event: ProcedureEvent, then: (() -> Void)?) -> ProcedureState? {
         switch disposition {
-        case .deliverNow(let first):
-            deliverEvents(startingWith: first)
+        case .deliverNow(let observers):
+            deliver(event, to: observers)
+            then?()
+            return deliverQueuedEvents()
         case .wait(let delivered):
             delivered.wait()
             then?()
+            return nil
         case .queued:
-            break
+            return nil
+        case .skipped:
+            then?()
+            return nil
         }
     }
 
@@ -105,11 +159,24 @@ extension ProcedureOperation {
         _ event: ProcedureEvent, waitForDelivery: Bool = false, then: (() -> Void)? = nil
     ) -> EventDisposition {
         let observers: [any OperationObserver]
-        if case .didAttach(let observer) = event { observers = [observer] } else { observers = self.observers }
+        // Did attach goes to its own observer, which it carries: no list (and no allocation).
+        let listeners: ProcedureEventKinds
+        if case .didAttach(let observer) = event {
+            observers = []
+            listeners = observer.observedEvents
+        } else {
+            observers = self.observers
+            listeners = observedEvents.union(hookEvents)
+        }
+        // An event nobody listens to is dropped — unless it carries the rest of a finish while
+        // another thread delivers, which must then wait its turn.
+        if !listeners.contains(event.kind) && (then == nil || !deliveringEvents) {
+            return .skipped
+        }
         guard deliveringEvents else {
             deliveringEvents = true
             deliveringThread = .current
-            return .deliverNow(PendingEvent(event: event, observers: observers, delivered: nil, then: then))
+            return .deliverNow(observers)
         }
         if deliveringThread?.isCurrent() == true {
             // Raised while this thread delivers an event of this procedure: delivered (and `then`
@@ -126,23 +193,28 @@ extension ProcedureOperation {
         return .queued
     }
 
-    /// Delivers `first`, then queued events until none is left, running each one's `then` after
-    /// it. Called by the thread that set `deliveringEvents`.
-    func deliverEvents(startingWith first: PendingEvent) {
-        var next: PendingEvent? = first
-        while let current = next {
+    /// Delivers the queued events until none is left, running each one's `then` after it; then
+    /// ends the delivery. Called by the thread that set `deliveringEvents`, after the event it
+    /// raised.
+    /// Returns the procedure's state, read in the critical section that ended the delivery (so
+    /// that the caller need not take the lock again to read it).
+    @discardableResult
+    func deliverQueuedEvents() -> ProcedureState {
+        var state = ProcedureState.initialized
+        while let current = machine.lock.withLock({ () -> PendingEvent? in
+            if pendingEvents.isEmpty {
+                deliveringEvents = false
+                deliveringThread = nil
+                state = procedureLifecycle.state
+                return nil
+            }
+            return pendingEvents.removeFirst()
+        }) {
             deliver(current.event, to: current.observers)
             current.delivered?.signal()
             current.then?()
-            next = machine.lock.withLock { () -> PendingEvent? in
-                if pendingEvents.isEmpty {
-                    deliveringEvents = false
-                    deliveringThread = nil
-                    return nil
-                }
-                return pendingEvents.removeFirst()
-            }
         }
+        return state
     }
 
     private func deliver(_ event: ProcedureEvent, to observers: [any OperationObserver]) {

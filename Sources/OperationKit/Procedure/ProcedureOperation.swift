@@ -1,7 +1,8 @@
 import Dispatch
+import Synchronization
 
-/// An operation with conditions, observers, errors and the full procedure lifecycle — what users
-/// of ProcedureKit, PSOperations and Operations subclass.
+/// An operation with conditions, observers, errors and the full procedure lifecycle: the class
+/// that users of ProcedureKit, PSOperations and Operations subclass.
 ///
 /// ```swift
 /// final class Upload: ProcedureOperation, @unchecked Sendable {
@@ -31,31 +32,46 @@ import Dispatch
 ///   ``NoFailedDependencies`` or ``NoCancelledDependencies`` to opt out.
 /// - Conditions are only evaluated on a queue: `start()` by hand refuses a procedure with
 ///   conditions (``OperationError/Code-swift.struct/requiresQueue``). Observers are told either way.
+/// - Events — the `procedure…` hooks below and the ``OperationObserver``s — are delivered one at a
+///   time per procedure, in the order they happened, on the thread where they happen (see
+///   ``OperationObserver`` for which thread that is, and for the one case where a lock is held).
+///
+/// See `Documentation/Procedures.md` in the repository for the whole guide.
 open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     // All the fields below are protected by `machine.lock`.
-    var procedureLifecycle = ProcedureLifecycle()
-    var _errors: [any Error] = []
-    var _diagnostics: [String] = []
-    var _finishesWhenCancelled = false
-    var conditions: [any OperationCondition] = []
+    @exclusivity(unchecked) var procedureLifecycle = ProcedureLifecycle()
+    @exclusivity(unchecked) var _errors: [any Error] = []
+    @exclusivity(unchecked) var _diagnostics: [String] = []
+    @exclusivity(unchecked) var _finishesWhenCancelled = false
+    @exclusivity(unchecked) var conditions: [any OperationCondition] = []
     /// How many of `conditions`, at the front, are result injections (evaluated first).
-    var injectionConditionCount = 0
-    var observers: [any OperationObserver] = []
+    @exclusivity(unchecked) var injectionConditionCount = 0
+    @exclusivity(unchecked) var observers: [any OperationObserver] = []
+    /// The events some observer listens to (the union of their `observedEvents`).
+    @exclusivity(unchecked) var observedEvents: ProcedureEventKinds = []
+    /// The events the class's hooks (`procedureWillExecute()`…) need; every kind unless a
+    /// subclass of this module says it overrides none (``ClosureProcedure``…). Set in `init`.
+    @exclusivity(unchecked) var hookEvents: ProcedureEventKinds = .all
+    /// Whether the procedure asked for mutual exclusivity categories (so a cancel may withdraw).
+    @exclusivity(unchecked) var exclusivityRequested = false
     /// Whether the queue has asked for the conditions' dependencies (they are made once).
-    var conditionDependenciesMade = false
+    @exclusivity(unchecked) var conditionDependenciesMade = false
     /// The operations the conditions produced, cancelled with the procedure.
-    var producedDependencies: [ConcurrentOperation] = []
-    var holdsExclusivity = false
-    var didExecuteEmitted = false
+    @exclusivity(unchecked) var producedDependencies: [ConcurrentOperation] = []
+    @exclusivity(unchecked) var holdsExclusivity = false
+    @exclusivity(unchecked) var didExecuteEmitted = false
+    /// `didExecuteEmitted`, readable without the lock (it only ever becomes `true`).
+    let didExecuteEmittedFlag = Atomic<Bool>(false)
     /// `produce(_:)` calls adding their operation now; a finish meanwhile waits for them.
-    var activeProduces = 0
-    var finishWaitsForProduce = false
+    @exclusivity(unchecked) var activeProduces = 0
+    @exclusivity(unchecked) var finishWaitsForProduce = false
     /// Events waiting to be delivered, and whether (and on which thread) they are being delivered.
-    var pendingEvents: [PendingEvent] = []
-    var deliveringEvents = false
-    var deliveringThread: ThreadIdentity?
+    @exclusivity(unchecked) var pendingEvents: [PendingEvent] = []
+    @exclusivity(unchecked) var deliveringEvents = false
+    @exclusivity(unchecked) var deliveringThread: ThreadIdentity?
 
-    /// Creates a procedure. Subclasses override ``execute()``.
+    /// Creates a procedure. Subclasses override ``ConcurrentOperation/execute()``.
+    ///
     /// - Parameter name: A name for logs and errors.
     public override init(name: String? = nil) {
         super.init(name: name)
@@ -84,13 +100,13 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
 
     // MARK: State
 
-    /// Whether the procedure may start: its dependencies have finished and its conditions are not
-    /// being evaluated.
+    /// Whether the procedure may start: its dependencies have finished (or it was cancelled) and
+    /// its conditions are not being evaluated. Readable from any thread.
     public override var isReady: Bool {
         super.isReady && machine.lock.withLock { procedureLifecycle.state != .evaluatingConditions }
     }
 
-    /// Where the procedure is in its lifecycle.
+    /// Where the procedure is in its lifecycle. Readable from any thread.
     public var state: ProcedureState {
         machine.lock.withLock {
             let state = procedureLifecycle.state
@@ -98,18 +114,25 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
         }
     }
 
-    /// The errors the procedure collected: from ``finish(with:)``, ``cancel(with:)`` and failed
-    /// conditions, in that order of arrival. Complete once it has finished.
+    /// The errors the procedure collected, in the order they arrived: the error given to
+    /// ``cancel(with:)`` (a failed condition cancels the procedure with its error) and those given
+    /// to the finish that counted. Complete once it has finished. Readable from any thread.
     public var errors: [any Error] { machine.lock.withLock { _errors } }
 
-    /// Whether the procedure collected any error.
+    /// Whether the procedure collected any error (see ``errors``). A procedure cancelled without
+    /// an error has not failed.
     public var isFailed: Bool { machine.lock.withLock { !_errors.isEmpty } }
 
-    /// Notes about calls that changed nothing, such as a second `finish`, for debugging.
+    /// Notes about finish calls that changed nothing — a second finish, or a finish before the
+    /// procedure executed — for debugging.
     public var diagnostics: [String] { machine.lock.withLock { _diagnostics } }
 
-    /// Whether ``cancel()`` while executing finishes the procedure at once (PSOperations'
-    /// behaviour) instead of only telling it. `false` by default.
+    /// Whether cancelling the procedure while it executes also finishes it at once (PSOperations'
+    /// behaviour), instead of only telling it. `false` by default.
+    ///
+    /// The finish happens on the cancelling thread, after the did-cancel observers, with no error
+    /// besides the one given to ``cancel(with:)``; the work's own finish later is ignored. Only
+    /// the value at the time of the cancel matters: set it before.
     public var finishesWhenCancelled: Bool {
         get { machine.lock.withLock { _finishesWhenCancelled } }
         set { machine.lock.withLock { _finishesWhenCancelled = newValue } }
@@ -117,67 +140,106 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
 
     // MARK: For subclasses
 
-    /// Called on the worker just before ``execute()``, before the will-execute observers.
+    /// Called once, just before ``ConcurrentOperation/execute()`` and before the will-execute
+    /// observers, on the thread that runs `execute()`: a worker of the procedure's queue, or the
+    /// caller of ``ConcurrentOperation/start()``. The default does nothing.
     open func procedureWillExecute() {}
-    /// Called when ``execute()`` returned (or the procedure finished first), before the
-    /// did-execute observers.
+    /// Called once ``ConcurrentOperation/execute()`` has returned — or the procedure finished
+    /// first — before the did-execute observers, on that thread (or the finishing thread). The
+    /// default does nothing.
     open func procedureDidExecute() {}
-    /// Called when the procedure is cancelled, before the did-cancel observers. An executing
-    /// procedure should stop its work and finish.
+    /// Called once when the procedure is cancelled, before the did-cancel observers, on the
+    /// cancelling thread. An executing procedure should stop its work and finish; it may call
+    /// `finish` from here. The default does nothing.
+    ///
+    /// - Parameter error: The error given to ``cancel(with:)`` (a failed condition's error), or
+    ///   `nil`.
     open func procedureDidCancel(with error: (any Error)?) {}
-    /// Called when the procedure is finishing, before the will-finish observers.
+    /// Called once when the procedure is finishing, before the will-finish observers and before
+    /// it has finished, on the finishing thread. The default does nothing.
+    ///
+    /// - Parameter errors: Every error the procedure collected (its ``errors``).
     open func procedureWillFinish(with errors: [any Error]) {}
-    /// Called when the procedure has finished, before the did-finish observers.
+    /// Called once when the procedure has finished — after its completion block — before the
+    /// did-finish observers, on the finishing thread. The default does nothing.
+    ///
+    /// - Parameter errors: Every error the procedure collected (its ``errors``).
     open func procedureDidFinish(with errors: [any Error]) {}
 
     // MARK: Finishing
 
     /// Finishes the procedure without an error. See ``finish(withErrors:)``.
+    ///
+    /// - Returns: `true` if this call finished the procedure; `false` if it was not executing or a
+    ///   finish had already counted (the call is then recorded in ``diagnostics``).
     @discardableResult
     public override func finish() -> Bool {
-        finishCollecting([], then: nil)
+        finishCollecting([])
     }
 
     /// Finishes the procedure, with `error` if it is not `nil`. See ``finish(withErrors:)``.
+    ///
+    /// - Parameter error: An error to record in ``errors``, or `nil`.
+    /// - Returns: `true` if this call finished the procedure; `false` if it was not executing or a
+    ///   finish had already counted (the call is then recorded in ``diagnostics``).
     @discardableResult
     public func finish(with error: (any Error)?) -> Bool {
-        finishCollecting(error.map { [$0] } ?? [], then: nil)
+        finishCollecting(error.map { [$0] } ?? [])
     }
 
-    /// Finishes the procedure with `errors`: it moves to finishing (will-finish observers), then
-    /// finished (completion block, dependents released, did-finish observers), on the calling
-    /// thread. Only the first finish counts.
+    /// Finishes the procedure with `errors`. Call it once the work is done, from any thread; only
+    /// the first finish counts.
     ///
-    /// - Returns: `true` if this call finished the procedure; `false` if it was not executing or
-    ///   had already finished (the call is then recorded in ``diagnostics``).
+    /// The procedure moves to finishing, and the queue's will-finish, ``procedureWillFinish(with:)``
+    /// and the will-finish observers are told; then it finishes: the completion block runs,
+    /// dependents and waiters are released, its ``MutuallyExclusive`` categories are given back,
+    /// and ``procedureDidFinish(with:)`` and the did-finish observers are told, last. All this
+    /// happens on the calling thread before the call returns, except:
+    ///
+    /// - Called from inside one of this procedure's hooks or observers, it returns at once; the
+    ///   finish completes on the same thread right after the event in progress, once will-finish
+    ///   has been delivered.
+    /// - Called while another thread is delivering an event of this procedure, it waits until
+    ///   that thread has delivered will-finish too, then completes the finish.
+    /// - Called while ``produce(_:)`` is adding an operation, it returns at once; that `produce`
+    ///   completes the finish once the operation has been added.
+    ///
+    /// Since did-finish comes after the completion block and the release of waiters, a
+    /// `waitUntilFinished()` on the procedure may return before the did-finish observers have run.
+    ///
+    /// - Parameter errors: Errors to record in ``errors``, after any already there.
+    /// - Returns: `true` if this call finished the procedure; `false` if it was not executing (it
+    ///   has not started, or finishes without executing) or a finish had already counted. The
+    ///   ignored call is recorded in ``diagnostics``.
     @discardableResult
     public func finish(withErrors errors: [any Error]) -> Bool {
-        finishCollecting(errors, then: nil)
+        finishCollecting(errors)
     }
 
     /// The first finish: records `errors` and runs `record` (under the lock, so that a typed
     /// result is set in the same step), then finishes — or, if a ``produce(_:)`` is still adding
     /// its operation, lets that call finish once it is done.
-    func finishCollecting(_ errors: [any Error], then record: (() -> Void)?) -> Bool {
-        let (action, deferred) = machine.lock.withLock { () -> (ProcedureLifecycle.FinishAction, Bool) in
+    func finishCollecting(_ errors: [any Error], then record: () -> Void = {}) -> Bool {
+        let (action, deferred, queue) = machine.lock.withLock {
+            () -> (ProcedureLifecycle.FinishAction, Bool, ConcurrentOperationQueue?) in
             let action = procedureLifecycle.finish()
             switch action {
             case .finish:
-                _errors.append(contentsOf: errors)
-                record?()
+                if !errors.isEmpty { _errors.append(contentsOf: errors) }
+                record()
                 if activeProduces > 0 {
                     finishWaitsForProduce = true
-                    return (action, true)
+                    return (action, true, nil)
                 }
             case .ignoreAlreadyFinishing:
                 _diagnostics.append("finish ignored: already \(procedureLifecycle.state) (errors given: \(errors.count))")
             case .refuseNotStarted:
                 _diagnostics.append("finish ignored: not executing, state \(procedureLifecycle.state)")
             }
-            return (action, false)
+            return (action, false, self.queue)
         }
         guard action == .finish else { return false }
-        if !deferred { completeFinish(executed: true) }
+        if !deferred { completeFinish(executed: true, queue: .some(queue)) }
         return true
     }
 
@@ -186,23 +248,28 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// (completion block, dependents, waiters), mutual exclusivity is released and did finish is
     /// told. If this thread is delivering the procedure's events (a finish from inside an
     /// observer or hook), the rest of the finish runs right after will finish is delivered.
-    private func completeFinish(executed: Bool) {
-        machine.lock.withLock { self.queue }?.notifyDelegate(willFinish: self)
+    ///
+    /// `queue`: the procedure's queue if the caller read it in its critical section (`.some`), so
+    /// that this need not take the lock to read it.
+    private func completeFinish(executed: Bool, queue: ConcurrentOperationQueue?? = nil) {
+        (queue ?? machine.lock.withLock { self.queue })?.notifyDelegate(willFinish: self)
         let rest = { [self] in
             machine.lock.withLock { procedureLifecycle.finished() }
             finishAfterStart()
             didComplete()
         }
-        let (didExecute, willFinish) = machine.lock.withLock { () -> (EventDisposition?, EventDisposition) in
+        let (didExecute, willFinish, errors) = machine.lock.withLock {
+            () -> (EventDisposition?, EventDisposition, [any Error]) in
             var didExecute: EventDisposition?
             if executed && !didExecuteEmitted {
                 didExecuteEmitted = true
+                didExecuteEmittedFlag.store(true, ordering: .releasing)
                 didExecute = enqueueEventLocked(.didExecute)
             }
-            return (didExecute, enqueueEventLocked(.willFinish(_errors), then: rest))
+            return (didExecute, enqueueEventLocked(.willFinish(_errors), then: rest), _errors)
         }
-        if let didExecute { handle(didExecute, then: nil) }
-        handle(willFinish, then: rest)
+        if let didExecute { handle(didExecute, delivering: .didExecute, then: nil) }
+        handle(willFinish, delivering: .willFinish(errors), then: rest)
     }
 
     override func finishWithoutExecuting() {
@@ -225,18 +292,19 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// After the base operation finished: releases mutual exclusivity, tells did finish, and lets
     /// go of conditions and observers (an observer may hold the procedure).
     private func didComplete() {
-        let (exclusive, released, event) = machine.lock.withLock {
-            () -> (Bool, ([any OperationCondition], [any OperationObserver]), EventDisposition) in
+        let (exclusive, released, event, errors) = machine.lock.withLock {
+            () -> (Bool, ([any OperationCondition], [any OperationObserver]), EventDisposition, [any Error]) in
             defer {
                 holdsExclusivity = false
                 conditions = []
                 observers = []
+                observedEvents = []
                 producedDependencies = []
             }
-            return (holdsExclusivity, (conditions, observers), enqueueEventLocked(.didFinish(_errors)))
+            return (holdsExclusivity, (conditions, observers), enqueueEventLocked(.didFinish(_errors)), _errors)
         }
         if exclusive { ExclusivityController.release(ObjectIdentifier(self)) }
-        handle(event, then: nil)
+        handle(event, delivering: .didFinish(errors), then: nil)
         withExtendedLifetime(released) {}  // released without the lock
     }
 
@@ -250,25 +318,39 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
         }
         switch action {
         case .execute:
-            if let willExecute { handle(willExecute, then: nil) }
-            // A stray finish() while will execute was delivered: the work does not run.
-            if machine.lock.withLock({ procedureLifecycle.state == .executing }) { execute() }
+            var state: ProcedureState?
+            if case .skipped = willExecute {
+                state = .executing
+            } else if let willExecute {
+                state = handle(willExecute, delivering: .willExecute, then: nil)
+            }
+            // A stray finish() while will execute was delivered: the work does not run. (`state`
+            // was read when this thread ended the delivery; otherwise read it now.)
+            if (state ?? machine.lock.withLock { procedureLifecycle.state }) == .executing { execute() }
             emitDidExecuteOnce()
         case .finishWithoutExecuting:
             // Cancelled between the queue's start and this point: finish without executing.
-            completeFinish(executed: false)
+            finishCancelledAtStart()
         case .refuse:
             break
         }
     }
 
+    /// Finishes a procedure cancelled between its queue's start and its execution.
+    func finishCancelledAtStart() {
+        completeFinish(executed: false)
+    }
+
     func emitDidExecuteOnce() {
+        // Usually told already, by a finish inside `execute()`: no need for the lock.
+        if didExecuteEmittedFlag.load(ordering: .acquiring) { return }
         let event = machine.lock.withLock { () -> EventDisposition? in
             guard !didExecuteEmitted else { return nil }
             didExecuteEmitted = true
+            didExecuteEmittedFlag.store(true, ordering: .releasing)
             return enqueueEventLocked(.didExecute)
         }
-        if let event { handle(event, then: nil) }
+        if let event { handle(event, delivering: .didExecute, then: nil) }
     }
 
     override func refusalOfManualStart() -> OperationError? {
@@ -277,12 +359,19 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
             : OperationError(.requiresQueue, operations: [displayName], "only a queue evaluates conditions")
     }
 
-    /// Adds `operation` to this procedure's queue and tells the observers (did produce). Call it
-    /// while the procedure executes. A finish that happens meanwhile waits until the operation
-    /// has been added and the observers were told.
+    /// Adds `operation` to this procedure's queue and tells the observers
+    /// (``OperationObserver/procedure(_:didProduce:)``, on the calling thread). Call it while the
+    /// procedure executes, from its work, on any thread. A finish that happens meanwhile is held
+    /// back until the operation has been added and the observers were told, so did-produce never
+    /// comes after did-finish.
     ///
+    /// The procedure does not wait for the operation it produced (a ``GroupOperation`` does wait
+    /// for what its children produce: they produce into the group's own queue).
+    ///
+    /// - Parameter operation: An operation that is in no queue and has not started.
     /// - Throws: ``OperationError/Code-swift.struct/notExecuting`` if the procedure is not
-    ///   executing on a queue; or what the queue's `addOperation` throws.
+    ///   executing on a queue (including when it was started by hand); or what the queue's
+    ///   `addOperation` throws. No observer is told then.
     public func produce(_ operation: ConcurrentOperation) throws(OperationError) {
         let (state, queue) = machine.lock.withLock { () -> (ProcedureState, ConcurrentOperationQueue?) in
             let state = procedureLifecycle.state
@@ -308,46 +397,66 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
             if finishNow { finishWaitsForProduce = false }
             return (event, finishNow)
         }
-        if let event { handle(event, then: nil) }
+        if let event { handle(event, delivering: .didProduce(operation), then: nil) }
         if finishNow { completeFinish(executed: true) }
         if let failure { throw failure }
     }
 
     // MARK: Cancelling
 
-    /// Cancels the procedure without an error. See ``cancel(with:)``.
+    /// Cancels the procedure without an error: it is cancelled, not failed. See ``cancel(with:)``.
     public final override func cancel() {
         cancel(with: nil)
     }
 
-    /// Cancels the procedure, recording `error` if it is not `nil`. Before it executes, it will
-    /// not execute (the dependencies its conditions produced are cancelled too); while its
-    /// conditions are being evaluated, it stops waiting for them; while it executes, it is told
-    /// and finishes itself (or at once, with ``finishesWhenCancelled``). Cancelling a cancelled,
-    /// finishing or finished procedure changes nothing.
+    /// Cancels the procedure, recording `error` in ``errors`` if it is not `nil`. Only the first
+    /// cancel counts; cancelling a finishing or finished procedure changes nothing.
+    ///
+    /// ``ConcurrentOperation/isCancelled`` becomes `true`, then ``procedureDidCancel(with:)`` and
+    /// the did-cancel observers are told on the calling thread (unless another thread is
+    /// delivering this procedure's events: then by that thread, right after). What follows
+    /// depends on where the procedure is:
+    ///
+    /// - Not executing yet (in no queue, pending, ready, or waiting for its ``MutuallyExclusive``
+    ///   categories): it never executes. In a queue it finishes without executing as soon as a
+    ///   worker reaches it, without waiting for its dependencies; the dependencies its conditions
+    ///   produced are cancelled too.
+    /// - Evaluating its conditions: it stops waiting for them (their answers are then ignored) and
+    ///   finishes without executing.
+    /// - Executing: it is only told, and finishes itself — or at once, on this thread, if
+    ///   ``finishesWhenCancelled`` is set.
+    ///
+    /// Its dependents are not cancelled, and still run once it has finished, unless a condition
+    /// such as ``NoCancelledDependencies`` says otherwise.
+    ///
+    /// - Parameter error: Why the procedure was cancelled, or `nil`. With an error it also counts
+    ///   as failed (``isFailed``).
     public func cancel(with error: (any Error)?) {
         typealias Taken = (
-            ProcedureLifecycle.CancelAction, ConcurrentOperationQueue?, [ConcurrentOperation], Bool, Bool, EventDisposition?
+            ProcedureLifecycle.CancelAction, ConcurrentOperationQueue?, [ConcurrentOperation], Bool, Bool, EventDisposition?,
+            Bool
         )
-        let (action, queue, produced, finishes, baseCancelled, event) = machine.lock.withLock { () -> Taken in
+        let (action, queue, produced, finishes, baseCancelled, event, requested) = machine.lock.withLock { () -> Taken in
             let action = procedureLifecycle.cancel()
-            guard action != .none else { return (action, nil, [], false, false, nil) }
+            guard action != .none else { return (action, nil, [], false, false, nil, false) }
             if let error { _errors.append(error) }
             // The cancelled flag, the state change and did cancel, in one step: no observer sees
             // did cancel before `isCancelled`, and no later event overtakes it.
             let baseCancelled = cancelLocked()
             let event = enqueueEventLocked(.didCancel(error))
-            return (action, self.queue, producedDependencies, _finishesWhenCancelled, baseCancelled, event)
+            return (action, self.queue, producedDependencies, _finishesWhenCancelled, baseCancelled, event,
+                    exclusivityRequested)
         }
         guard action != .none else { return }
         if baseCancelled { makeRunnableAfterCancel(in: queue) }
-        if let event { handle(event, then: nil) }
+        if let event { handle(event, delivering: .didCancel(error), then: nil) }
         switch action {
         case .abandonEvaluation:
             queue?.requeue(self)
         case .cancelledBeforeExecuting:
             for dependency in produced where !dependency.isFinished { dependency.cancel() }
-            if ExclusivityController.withdraw(ObjectIdentifier(self)) { queue?.requeue(self) }
+            // Only a procedure that asked for categories can be waiting for them.
+            if requested && ExclusivityController.withdraw(ObjectIdentifier(self)) { queue?.requeue(self) }
         case .cancelledWhileExecuting:
             if finishes { finish() }
         case .none:

@@ -10,40 +10,58 @@
 /// }
 /// ```
 ///
-/// Another procedure can take the value as its input with ``ProcedureOperation/injectResult(from:_:)``
+/// Another procedure can take the value as its input with ``ResultConsuming/injectResult(from:_:)``
 /// (or a ``TransformProcedure``'s ``TransformProcedure/injectInput(from:)``): the compiler checks
 /// the types.
 open class ResultProcedure<Output: Sendable>: ProcedureOperation, @unchecked Sendable {
     // protected by machine.lock
-    private var _output: Output?
+    /// The value, type-erased: unspecialised code touching an `Output?` field (every
+    /// `ClosureProcedure<T>.execute()` and deinit run unspecialised, from the queue) looks up
+    /// `Optional<Output>`'s metadata in the runtime's cache each time, a few hundred
+    /// instructions; `Any?` is not generic. Values of up to three words are stored inline.
+    @exclusivity(unchecked) private var _output: Any?
 
-    /// Creates a procedure. Subclasses override ``execute()`` and finish with
+    /// Creates a procedure. Subclasses override ``ConcurrentOperation/execute()`` and finish with
     /// ``finish(withValue:)``.
+    ///
+    /// - Parameter name: A name for logs and errors.
     public override init(name: String? = nil) {
         super.init(name: name)
     }
 
-    /// The value the procedure finished with, or `nil` (not finished, failed, cancelled before
-    /// executing, or finished without a value).
-    public var output: Output? { machine.lock.withLock { _output } }
+    /// The value the procedure finished with, or `nil` (not finished, finished with
+    /// ``ProcedureOperation/finish(with:)`` or without a value, or cancelled before executing).
+    /// Set in the same step as the finish counts, before will-finish observers run. Readable from
+    /// any thread.
+    public var output: Output? { machine.lock.withLock { _output }.map { $0 as! Output } }
 
-    /// The outcome once finished: the value, or the first error; `nil` before it finished, and
-    /// for a procedure that finished without a value or an error.
+    /// The outcome: `.failure` with the first of ``ProcedureOperation/errors`` as soon as there is
+    /// one (an error given to ``ProcedureOperation/cancel(with:)`` counts at once, and wins over a
+    /// value given later); otherwise `.success` with ``output`` once the procedure has finished
+    /// with a value; otherwise `nil` (not finished, or finished without a value or an error).
+    /// Readable from any thread.
     public var result: Result<Output, any Error>? {
         machine.lock.withLock {
             if let error = _errors.first { return .failure(error) }
-            return _output.map { .success($0) }
+            return _output.map { .success($0 as! Output) }
         }
     }
 
-    /// Finishes the procedure with `value`. Only the first finish counts.
-    /// - Returns: `true` if this call finished the procedure.
+    /// Finishes the procedure with `value`, which becomes ``output``. Only the first finish counts;
+    /// it runs as ``ProcedureOperation/finish(withErrors:)`` describes.
+    ///
+    /// - Parameter value: The procedure's result.
+    /// - Returns: `true` if this call finished the procedure; `false` if it was not executing or a
+    ///   finish had already counted (the value is then dropped).
     @discardableResult
     public func finish(withValue value: Output) -> Bool {
-        finishCollecting([]) { self._output = value }
+        finishCollecting([]) { self._output = .some(value as Any) }  // boxed as is: a nil `Output` stays a value
     }
 
-    /// Finishes the procedure with `result`: its value, or its error.
+    /// Finishes the procedure with `result`: with its value (``finish(withValue:)``), or with its
+    /// error (``ProcedureOperation/finish(with:)``).
+    ///
+    /// - Parameter result: The procedure's result.
     /// - Returns: `true` if this call finished the procedure.
     @discardableResult
     public func finish(withResult result: Result<Output, any Error>) -> Bool {
@@ -56,6 +74,17 @@ open class ResultProcedure<Output: Sendable>: ProcedureOperation, @unchecked Sen
 
 /// A ``ResultProcedure`` whose work is a closure: synchronous (its return value or thrown error
 /// finishes the procedure), or asynchronous (handed the procedure, it finishes it later).
+///
+/// ```swift
+/// let parse = ClosureProcedure<Config>(name: "parse") { try Config(parsing: text) }
+/// let fetch = ClosureProcedure<Data>(name: "fetch", asynchronous: { procedure in
+///     client.get(url) { result in procedure.finish(withResult: result) }
+/// })
+/// ```
+///
+/// The closure runs at most once, on the thread that executes the procedure; a procedure
+/// cancelled before it executes never runs it. The procedure lets go of the closure once it has
+/// run, or once the procedure finished without running it.
 public final class ClosureProcedure<Output: Sendable>: ResultProcedure<Output>, @unchecked Sendable {
     private enum Body {
         case synchronous(@Sendable () throws -> Output)
@@ -63,21 +92,35 @@ public final class ClosureProcedure<Output: Sendable>: ResultProcedure<Output>, 
     }
 
     // Set in init, read by `execute()` (which runs at most once), cleared when the procedure finishes.
-    private var body: Body?
+    @exclusivity(unchecked) private var body: Body?
 
     /// A procedure that runs `body` and finishes with its value, or with the error it throws.
+    ///
+    /// - Parameters:
+    ///   - name: A name for logs and errors.
+    ///   - body: The work, run on the thread that executes the procedure.
     public init(name: String? = nil, _ body: @escaping @Sendable () throws -> Output) {
         self.body = .synchronous(body)
         super.init(name: name)
+        hookEvents = []  // overrides no hook
     }
 
     /// A procedure that hands itself to `body`, which must finish it — now or later, from any
     /// thread — with ``ResultProcedure/finish(withValue:)`` or ``ProcedureOperation/finish(with:)``.
+    ///
+    /// - Parameters:
+    ///   - name: A name for logs and errors.
+    ///   - body: The work, run on the thread that executes the procedure. Every path must finish
+    ///     the procedure, including a cancellation (see ``ProcedureOperation/procedureDidCancel(with:)``
+    ///     or a did-cancel observer).
     public init(name: String? = nil, asynchronous body: @escaping @Sendable (ClosureProcedure<Output>) -> Void) {
         self.body = .asynchronous(body)
         super.init(name: name)
+        hookEvents = []  // overrides no hook
     }
 
+    /// Runs the closure: a synchronous one finishes the procedure with its value or error; an
+    /// asynchronous one is handed the procedure.
     public override func execute() {
         let body = self.body
         self.body = nil
@@ -101,34 +144,55 @@ public final class ClosureProcedure<Output: Sendable>: ResultProcedure<Output>, 
 }
 
 /// A ``ResultProcedure`` that turns an `Input` into an `Output` with a closure. The input is set
-/// before it runs — usually injected from another procedure with ``injectInput(from:)``; without
-/// one it fails with ``OperationError/Code-swift.struct/inputUnavailable``.
+/// before it runs — usually injected from another procedure with ``injectInput(from:)``; run
+/// without one, it finishes with an ``OperationError/Code-swift.struct/inputUnavailable`` error
+/// (it is not cancelled).
+///
+/// ```swift
+/// let download = ClosureProcedure<Data>(name: "download", asynchronous: { … })
+/// let decode = TransformProcedure<Data, Image>(name: "decode") { try Image(data: $0) }
+/// try decode.injectInput(from: download)   // decode depends on download and takes its value
+/// try queue.addOperations([download, decode], waitUntilFinished: false)
+/// ```
 public final class TransformProcedure<Input: Sendable, Output: Sendable>: ResultProcedure<Output>, @unchecked Sendable {
     // protected by machine.lock
     private var _input: Input?
     private let transform: @Sendable (Input) throws -> Output
 
+    /// Creates the procedure.
+    ///
     /// - Parameters:
+    ///   - name: A name for logs and errors.
     ///   - input: The input, if known now.
-    ///   - transform: Runs on the worker; its value or thrown error finishes the procedure.
+    ///   - transform: Runs once, on the thread that executes the procedure; its value or thrown
+    ///     error finishes the procedure.
     public init(name: String? = nil, input: Input? = nil, _ transform: @escaping @Sendable (Input) throws -> Output) {
         _input = input
         self.transform = transform
         super.init(name: name)
+        hookEvents = []  // overrides no hook
     }
 
-    /// The input, until the procedure finishes.
+    /// The input. Set it before the procedure executes; the procedure lets go of it when its
+    /// transform runs (so it reads `nil` afterwards). Readable and writable from any thread.
     public var input: Input? {
         get { machine.lock.withLock { _input } }
         set { machine.lock.withLock { _input = newValue } }
     }
 
-    /// Makes this procedure depend on `producer` and take its value as input. See
-    /// ``ProcedureOperation/injectResult(from:_:)``.
+    /// Makes this procedure depend on `producer` and take its value as ``input``. See
+    /// ``ResultConsuming/injectResult(from:_:)``: if the producer fails, is cancelled or finishes
+    /// without a value, this procedure is cancelled with
+    /// ``OperationError/Code-swift.struct/inputUnavailable`` instead of running.
+    ///
+    /// - Parameter producer: The procedure whose value becomes the input.
+    /// - Throws: What ``ResultConsuming/injectResult(from:_:)`` throws.
     public func injectInput(from producer: ResultProcedure<Input>) throws(OperationError) {
         try injectResult(from: producer) { consumer, value in consumer.input = value }
     }
 
+    /// Takes the input and finishes with the transform's value or error, or with
+    /// ``OperationError/Code-swift.struct/inputUnavailable`` if there is no input.
     public override func execute() {
         let input = machine.lock.withLock { () -> Input? in
             defer { _input = nil }
@@ -148,32 +212,54 @@ public final class TransformProcedure<Input: Sendable, Output: Sendable>: Result
 
 /// Gives every ``ProcedureOperation`` ``injectResult(from:_:)`` with its own type as the first
 /// argument of the injection closure. (A protocol extension can name `Self` there; a class cannot.)
+/// ``ProcedureOperation`` already conforms; there is nothing to implement.
 public protocol ResultConsuming: ProcedureOperation {}
 
 extension ProcedureOperation: ResultConsuming {}
 
 extension ResultConsuming {
     /// Result injection: makes this procedure depend on `producer` and, once `producer` has
-    /// finished, calls `inject` with this procedure and the producer's value — before this
-    /// procedure's conditions are evaluated.
+    /// finished, calls `inject` with this procedure and the producer's value — before any other
+    /// condition of this procedure is evaluated.
     ///
-    /// If the producer failed, was cancelled or finished without a value, `inject` is not called
-    /// and this procedure is cancelled with ``OperationError/Code-swift.struct/inputUnavailable``
-    /// (its underlying errors are the producer's) instead of running.
+    /// ```swift
+    /// try upload.injectResult(from: compress) { upload, data in upload.payload = data }
+    /// ```
+    ///
+    /// The injection is a condition (the first ones evaluated), so it follows the rules of
+    /// conditions: it runs on a worker of this procedure's queue, and a procedure with an
+    /// injection cannot be started by hand (``OperationError/Code-swift.struct/requiresQueue``).
+    /// The compiler checks that `Value` is the producer's `Output`.
+    ///
+    /// If the producer failed (has errors), was cancelled or finished without a value, `inject` is
+    /// not called and this procedure is cancelled with ``OperationError/Code-swift.struct/inputUnavailable``
+    /// (whose underlying errors are the producer's) instead of running.
     ///
     /// `inject` receives this procedure as an argument, so it need not capture it: the injection
     /// makes no retain cycle. It is released once this procedure has finished.
     ///
-    /// - Throws: what ``ConcurrentOperation/addDependency(_:)`` or ``addCondition(_:)`` throw.
+    /// - Parameters:
+    ///   - producer: The procedure whose value is injected; it becomes a dependency.
+    ///   - inject: Called once, with this procedure and the value, on the queue worker that
+    ///     evaluates this procedure's conditions.
+    /// - Throws: what ``ConcurrentOperation/addDependency(_:)`` throws, or
+    ///   ``OperationError/Code-swift.struct/tooLateToAddCondition`` once this procedure's
+    ///   conditions are being evaluated (or it has started). Nothing was added then.
     public func injectResult<Value: Sendable>(
         from producer: ResultProcedure<Value>,
         _ inject: @escaping @Sendable (Self, Value) -> Void
     ) throws(OperationError) {
-        try addCondition(InjectionCondition(producer: producer) { consumer, value in
-            // Called with this very procedure, whose type is `Self`.
-            if let consumer = consumer as? Self { inject(consumer, value) }
-        }, first: true)
+        // The dependency first: if it is refused (a cycle, too late), nothing was added.
         try addDependency(producer)
+        do {
+            try addCondition(InjectionCondition(producer: producer) { consumer, value in
+                // Called with this very procedure, whose type is `Self`.
+                if let consumer = consumer as? Self { inject(consumer, value) }
+            }, first: true)
+        } catch {
+            removeDependency(producer)
+            throw error
+        }
     }
 }
 

@@ -9,22 +9,39 @@ import Dispatch
 /// }
 /// ```
 ///
-/// An attempt that finishes without errors ends the retry with its value. A failed one is retried
-/// while attempts remain and `shouldRetry` agrees, after the wait; otherwise the retry finishes
-/// with that attempt's errors. An attempt cancelled by someone else ends the retry, cancelled.
-/// Cancelling the retry cancels the running attempt and starts no other.
+/// The retry goes through one lifecycle (one will-execute, one did-finish), however many attempts
+/// it takes. The attempts run one at a time, on a queue of the retry's own.
+///
+/// - An attempt that finishes without errors and is not cancelled ends the retry with its value
+///   (``ResultProcedure/output``), or without one.
+/// - An attempt with errors — including one cancelled with an error, by a failed condition or a
+///   ``TimeoutObserver`` for instance — is followed by another while attempts remain and
+///   `shouldRetry` agrees, after the wait; otherwise the retry finishes with that attempt's errors.
+/// - An attempt cancelled without an error (by someone else, or by an ignored condition) ends the
+///   retry, cancelled, without another attempt.
+/// - Cancelling the retry cancels the running attempt and starts no other; the retry finishes
+///   once that attempt has, with its errors. Cancelled while waiting between attempts, it
+///   finishes at once.
 public final class RetryOperation<Output: Sendable>: ResultProcedure<Output>, @unchecked Sendable {
-    /// How long to wait before the next attempt.
+    /// How long to wait before the next attempt. The wait runs on a timer and holds no thread
+    /// (the retry, still executing, keeps its place in its queue's concurrency limit).
     public enum WaitStrategy: Sendable, Hashable {
-        /// Retry at once.
+        /// Retry at once, on the thread that finished the failed attempt.
         case immediate
         /// Wait the same time before each retry.
         case fixed(Duration)
-        /// Wait `initial`, then `multiplier` times longer each time, at most `maximum`, each wait
-        /// scaled by a random factor in `1 - jitter ... 1 + jitter`.
+        /// Wait `initial` after the first attempt, then `multiplier` times longer after each
+        /// further one, at most `maximum`; then each wait is scaled by a random factor in
+        /// `max(0, 1 - jitter) ... 1 + jitter`, so with jitter a wait may exceed `maximum` by up
+        /// to that factor. Waits are clamped to about 146 years, so a late attempt cannot
+        /// overflow.
         case exponential(initial: Duration, multiplier: Double = 2, maximum: Duration? = nil, jitter: Double = 0)
 
-        /// The wait before attempt `attempt + 1`, after attempt `attempt` (from 1) failed.
+        /// The wait before attempt `attempt + 1`, once attempt `attempt` has failed.
+        ///
+        /// - Parameter attempt: The number of the attempt that failed, from 1 (0 counts as 1).
+        /// - Returns: The wait; `.zero` for ``immediate``. With jitter, a new random value each
+        ///   call.
         public func delay(after attempt: Int) -> Duration {
             switch self {
             case .immediate:
@@ -36,14 +53,14 @@ public final class RetryOperation<Output: Sendable>: ResultProcedure<Output>, @u
                 for _ in 1..<max(1, attempt) { seconds *= multiplier }
                 if let maximum { seconds = min(seconds, maximum.seconds) }
                 if jitter > 0 { seconds *= Double.random(in: max(0, 1 - jitter)...(1 + jitter)) }
-                // Clamped: a huge exponential wait must not overflow (about 292 years at most).
+                // Clamped: a huge exponential wait must not overflow (about 146 years at most).
                 let nanoseconds = min((seconds * 1e9).rounded(), Double(Int64.max / 2))
                 return .nanoseconds(Int64(max(0, nanoseconds)))
             }
         }
     }
 
-    /// The most attempts that run.
+    /// The most attempts that run (at least 1).
     public let maxAttempts: Int
     /// The wait between attempts.
     public let wait: WaitStrategy
@@ -57,13 +74,19 @@ public final class RetryOperation<Output: Sendable>: ResultProcedure<Output>, @u
     // protected by machine.lock: waiting between two attempts
     private var waiting = false
 
+    /// Creates the retry. No attempt is made before it executes.
+    ///
     /// - Parameters:
     ///   - name: A name for logs and errors.
-    ///   - maxAttempts: The most attempts (at least 1).
-    ///   - wait: How long to wait between attempts.
-    ///   - shouldRetry: Whether a failure with this error, in this attempt (from 1), is worth
-    ///     another attempt; by default every failure is.
-    ///   - makeAttempt: Builds attempt number `attempt` (from 1): a new procedure each time.
+    ///   - maxAttempts: The most attempts; values below 1 mean 1.
+    ///   - wait: How long to wait between attempts; ``WaitStrategy/immediate`` by default.
+    ///   - shouldRetry: Whether a failure with this error (the attempt's first), in this attempt
+    ///     (from 1), is worth another attempt; by default every failure is. Not asked after the
+    ///     last attempt. Called on the thread that finished the attempt.
+    ///   - makeAttempt: Builds attempt number `attempt` (from 1): a new procedure each time, in no
+    ///     queue. Called on the thread that executes the retry for the first attempt, then on the
+    ///     thread that finished the previous attempt or on a timer thread after a wait. The attempt
+    ///     may have conditions and observers of its own.
     public init(
         name: String? = nil,
         maxAttempts: Int,
@@ -77,11 +100,13 @@ public final class RetryOperation<Output: Sendable>: ResultProcedure<Output>, @u
         self.makeAttempt = makeAttempt
         attemptQueue = ConcurrentOperationQueue(name: "\(name ?? "RetryOperation").attempts")
         super.init(name: name)
+        hookEvents = .didCancel  // the only hook it overrides (the class is final)
     }
 
-    /// How many attempts have started.
+    /// How many attempts have been started so far.
     public var attemptCount: Int { machine.lock.withLock { _attemptCount } }
 
+    /// Starts the first attempt.
     public override func execute() {
         startAttempt(1)
     }
@@ -148,6 +173,9 @@ public final class RetryOperation<Output: Sendable>: ResultProcedure<Output>, @u
         }
     }
 
+    /// Cancels the running attempt, or, while waiting between attempts, finishes the retry.
+    ///
+    /// - Parameter error: The error the retry was cancelled with, or `nil`.
     public override func procedureDidCancel(with error: (any Error)?) {
         let (attempt, waiting) = machine.lock.withLock { (current, self.waiting) }
         attempt?.cancel()

@@ -1,35 +1,103 @@
 import Synchronization
 
-/// Told about operations entering and leaving a ``ConcurrentOperationQueue``. Every method has an
-/// empty default implementation. Calls run on the thread doing the work (the adding thread, the
-/// finishing thread), never while a lock is held.
+/// Told about operations entering and leaving a ``ConcurrentOperationQueue``: every operation
+/// added to the queue, including the dependencies a procedure's conditions produce and the
+/// operations procedures produce.
+///
+/// Calls run on the thread doing the work — the adding thread for will-add and did-add, the
+/// finishing thread for will-finish and did-finish — never while an OperationKit lock is held.
+/// Calls for different operations may come at the same time from different threads. For one
+/// operation they come in this order: will add, did add (before the operation can start), will
+/// finish (procedures only), did finish. Every method has an empty default implementation.
 public protocol ConcurrentOperationQueueDelegate: AnyObject, Sendable {
-    /// `operation` is about to be added (it may still be refused).
+    /// `operation` is about to be added. It may still be refused (the call to `addOperation`
+    /// then throws, and no other call follows).
+    ///
+    /// - Parameters:
+    ///   - queue: The queue.
+    ///   - operation: The operation being added.
     func operationQueue(_ queue: ConcurrentOperationQueue, willAdd operation: ConcurrentOperation)
-    /// `operation` was added.
+    /// `operation` was added. Told before it can start, so before its will-finish and
+    /// did-finish; a ``ProcedureOperation`` is already ``ProcedureState/pending``.
+    ///
+    /// - Parameters:
+    ///   - queue: The queue.
+    ///   - operation: The operation added.
     func operationQueue(_ queue: ConcurrentOperationQueue, didAdd operation: ConcurrentOperation)
-    /// `operation`, a ``ProcedureOperation``, is finishing: before its will-finish observers.
-    /// (A plain ``ConcurrentOperation`` has no finishing state, so only did-finish is told.)
+    /// `operation`, a ``ProcedureOperation``, is finishing: it is ``ProcedureState/finishing``,
+    /// and its will-finish hook and observers come next. A plain ``ConcurrentOperation`` has no
+    /// finishing state, so for it only did-finish is told.
+    ///
+    /// - Parameters:
+    ///   - queue: The queue.
+    ///   - operation: The procedure finishing.
     func operationQueue(_ queue: ConcurrentOperationQueue, willFinish operation: ConcurrentOperation)
-    /// `operation` finished: after its completion block, before the queue releases it.
+    /// `operation` finished: after its completion block; before its dependents and waiters are
+    /// released and before the queue lets it go (and, for a ``ProcedureOperation``, before its
+    /// did-finish hook and observers).
+    ///
+    /// - Parameters:
+    ///   - queue: The queue.
+    ///   - operation: The operation that finished.
     func operationQueue(_ queue: ConcurrentOperationQueue, didFinish operation: ConcurrentOperation)
 }
 
 extension ConcurrentOperationQueueDelegate {
+    /// Does nothing.
+    ///
+    /// - Parameters:
+    ///   - queue: The queue.
+    ///   - operation: The operation being added.
     public func operationQueue(_ queue: ConcurrentOperationQueue, willAdd operation: ConcurrentOperation) {}
+
+    /// Does nothing.
+    ///
+    /// - Parameters:
+    ///   - queue: The queue.
+    ///   - operation: The operation added.
     public func operationQueue(_ queue: ConcurrentOperationQueue, didAdd operation: ConcurrentOperation) {}
+
+    /// Does nothing.
+    ///
+    /// - Parameters:
+    ///   - queue: The queue.
+    ///   - operation: The procedure finishing.
     public func operationQueue(_ queue: ConcurrentOperationQueue, willFinish operation: ConcurrentOperation) {}
+
+    /// Does nothing.
+    ///
+    /// - Parameters:
+    ///   - queue: The queue.
+    ///   - operation: The operation that finished.
     public func operationQueue(_ queue: ConcurrentOperationQueue, didFinish operation: ConcurrentOperation) {}
 }
 
-/// The same events as ``ConcurrentOperationQueueDelegate``, as closures (held strongly by the
-/// queue; capture the queue weakly).
+/// The same events as ``ConcurrentOperationQueueDelegate``, as closures, told on the same threads
+/// and in the same order, each just before the delegate's method. The queue holds them strongly:
+/// capture the queue weakly.
+///
+/// ```swift
+/// queue.eventHandlers = QueueEventHandlers(didFinish: { operation in
+///     log("\(operation.displayName) finished")
+/// })
+/// ```
 public struct QueueEventHandlers: Sendable {
+    /// Called with an operation about to be added (it may still be refused).
     public var willAdd: (@Sendable (ConcurrentOperation) -> Void)?
+    /// Called with an operation that was added, before it can start.
     public var didAdd: (@Sendable (ConcurrentOperation) -> Void)?
+    /// Called with a ``ProcedureOperation`` that is finishing, before its will-finish observers.
     public var willFinish: (@Sendable (ConcurrentOperation) -> Void)?
+    /// Called with an operation that finished, after its completion block.
     public var didFinish: (@Sendable (ConcurrentOperation) -> Void)?
 
+    /// Creates handlers from the closures given; leave out the ones you do not need.
+    ///
+    /// - Parameters:
+    ///   - willAdd: See ``ConcurrentOperationQueueDelegate/operationQueue(_:willAdd:)``.
+    ///   - didAdd: See ``ConcurrentOperationQueueDelegate/operationQueue(_:didAdd:)``.
+    ///   - willFinish: See ``ConcurrentOperationQueueDelegate/operationQueue(_:willFinish:)``.
+    ///   - didFinish: See ``ConcurrentOperationQueueDelegate/operationQueue(_:didFinish:)``.
     public init(
         willAdd: (@Sendable (ConcurrentOperation) -> Void)? = nil,
         didAdd: (@Sendable (ConcurrentOperation) -> Void)? = nil,
@@ -44,7 +112,8 @@ public struct QueueEventHandlers: Sendable {
 }
 
 extension ConcurrentOperationQueue {
-    /// The queue's delegate, held weakly.
+    /// The queue's delegate, held weakly; `nil` by default. Its methods are called after the
+    /// ``eventHandlers`` of the same event.
     public var delegate: (any ConcurrentOperationQueueDelegate)? {
         get { lock.withLock { _delegate } }
         set {
@@ -55,7 +124,8 @@ extension ConcurrentOperationQueue {
         }
     }
 
-    /// Closures told about the queue's operations; `nil` by default.
+    /// Closures told about the queue's operations, held strongly; `nil` by default. Setting it
+    /// replaces the previous handlers.
     public var eventHandlers: QueueEventHandlers? {
         get { lock.withLock { _eventHandlers } }
         set {

@@ -119,7 +119,8 @@ enum LockStripes {
     }()
 
     static func mutex(for object: AnyObject) -> UnsafeMutablePointer<pthread_mutex_t> {
-        let address = UInt(bitPattern: ObjectIdentifier(object).hashValue)
+        // The address itself: `ObjectIdentifier.hashValue` runs SipHash (about 80 instructions) on every lock.
+        let address = UInt(bitPattern: ObjectIdentifier(object))
         let index = Int((address >> 4) & UInt(count - 1))
         return UnsafeMutableRawPointer(base + index).assumingMemoryBound(to: pthread_mutex_t.self)
     }
