@@ -92,8 +92,9 @@ if let flag = arguments.firstIndex(of: "--peak-rss") {
     runPeakChild(mode, count: sizes.independent)
 }
 let onlyStateMachine = arguments.contains("--state-machine")
-for argument in arguments where argument != "--quick" && argument != "--state-machine" {
-    fail("unknown argument \(argument); usage: OperationKitBenchmarks [--quick] [--state-machine] [--peak-rss MODE]")
+let onlyWorkflow = arguments.contains("--workflow")
+for argument in arguments where argument != "--quick" && argument != "--state-machine" && argument != "--workflow" {
+    fail("unknown argument \(argument); usage: OperationKitBenchmarks [--quick] [--state-machine] [--workflow] [--peak-rss MODE]")
 }
 
 let wallClock = ContinuousClock.now
@@ -101,6 +102,13 @@ report("# OperationKit benchmarks (\(sizes.quick ? "quick" : "full") mode)")
 report()
 machineDescription().forEach { report($0) }
 report()
+
+if onlyWorkflow {
+    workflowReport(sizes: sizes).forEach { report($0) }
+    report()
+    report("Total benchmark time: \(format(milliseconds(wallClock.duration(to: .now)) / 1_000, decimals: 1)) s")
+    exit(0)
+}
 
 if onlyStateMachine {
     stateMachineReport(sizes: sizes).forEach { report($0) }
@@ -150,5 +158,9 @@ report()
 
 // StateMachine: transitions per second against an enum + switch under a mutex (the floor).
 stateMachineReport(sizes: sizes).forEach { report($0) }
+report()
+
+// Workflow: the S4 graph as a workflow run, reset and run again, against operations run twice.
+workflowReport(sizes: sizes).forEach { report($0) }
 report()
 report("Total benchmark time: \(format(milliseconds(wallClock.duration(to: .now)) / 1_000, decimals: 1)) s")
