@@ -2,6 +2,9 @@ extension Workflow {
     /// The workflow as a Mermaid flowchart: a node per task labelled with its name and state
     /// (classes `pending`, `ready`, `executing`, `finished`, `failed`, `cancelled`), an edge per
     /// prerequisite (labelled with its key if keyed), between Start and Finish.
+    ///
+    /// The graph and the states are read in one critical section, so they are consistent.
+    /// - Returns: The flowchart's text, ending with a newline.
     public func mermaidDiagram() -> String {
         let snapshot = self.snapshot()
         var lines = ["flowchart LR", "    start([Start])", "    finish([Finish])"]
@@ -27,8 +30,12 @@ extension Workflow {
         return lines.joined(separator: "\n") + "\n"
     }
 
-    /// The workflow as Graphviz DOT text: a node per task labelled with its name and state, an
-    /// edge per prerequisite, between Start and Finish.
+    /// The workflow as Graphviz DOT text: a node per task labelled with its name and state and
+    /// filled with a colour per state, an edge per prerequisite (labelled with its key if keyed),
+    /// between Start and Finish.
+    ///
+    /// The graph and the states are read in one critical section, so they are consistent.
+    /// - Returns: The DOT text, ending with a newline.
     public func graphvizDOT() -> String {
         let snapshot = self.snapshot()
         let colors: [WorkflowTaskState: String] = [
@@ -39,7 +46,7 @@ extension Workflow {
                      "    \"__start\" [label=\"Start\", shape=oval, style=solid];",
                      "    \"__finish\" [label=\"Finish\", shape=oval, style=solid];"]
         for task in snapshot.tasks {
-            let label = "\(task.name)\\n\(task.state)".dotEscapedKeepingNewlines
+            let label = task.name.dotEscaped + "\\n" + "\(task.state)"
             lines.append("    \"t\(task.index)\" [label=\"\(label)\", fillcolor=\(colors[task.state]!)];")
         }
         for task in snapshot.tasks {
@@ -56,9 +63,15 @@ extension Workflow {
     }
 
     /// The workflow as an ASCII drawing in the style of Task.framework's README: Start, then one
-    /// column per level (a task's level is one more than its deepest prerequisite's), each task a
-    /// double-lined box with its name and state, then Finish; below, the prerequisite edges
-    /// that do not simply join neighbouring columns' first rows.
+    /// column per level (a task's level is one more than its deepest prerequisite's; tasks of a
+    /// level are stacked in the order they were added), each task a double-lined box with its
+    /// name and state, then Finish; below, under "Prerequisites:", every prerequisite edge
+    /// (`A ───> C`, with `[key]` if keyed).
+    ///
+    /// The arrows are drawn on the first row only and join columns, not tasks: the list of edges
+    /// says which task waits for which. The graph and the states are read in one critical
+    /// section, so they are consistent.
+    /// - Returns: The drawing, ending with a newline; trailing spaces are trimmed.
     public func asciiDiagram() -> String {
         let snapshot = self.snapshot()
         var level = [Int](repeating: 0, count: snapshot.tasks.count)
@@ -85,8 +98,17 @@ extension Workflow {
             for line in 0..<3 {
                 var text = row == 0 ? box("Start", width: 7, line: line, double: false) : String(repeating: " ", count: 9)
                 for (column, tasks) in columns.enumerated() {
-                    let arrow = row == 0 && line == 1 ? "───>" : "    "
-                    text += arrow
+                    // An arrow from Start into each root of the first row, and between two tasks
+                    // side by side only when the right one has the left one as a prerequisite.
+                    var connected = false
+                    if line == 1 && row < tasks.count {
+                        if column == 0 {
+                            connected = row == 0
+                        } else if row < columns[column - 1].count {
+                            connected = snapshot.tasks[tasks[row]].prerequisites.contains(columns[column - 1][row])
+                        }
+                    }
+                    text += connected ? "───>" : "    "
                     if row < tasks.count {
                         text += box(labels[tasks[row]], width: widths[column], line: line, double: true)
                     } else {
@@ -94,7 +116,10 @@ extension Workflow {
                     }
                 }
                 if row == 0 {
-                    text += (line == 1 ? "───>" : "    ") + box("Finish", width: 8, line: line, double: false)
+                    // Into Finish from the first row's last task, which has no dependents.
+                    let last = columns.last.flatMap(\.first)
+                    let arrow = line == 1 && (last == nil || snapshot.tasks[last!].dependents.isEmpty) ? "───>" : "    "
+                    text += arrow + box("Finish", width: 8, line: line, double: false)
                 }
                 output.append(text.replacingTrailingSpaces())
             }

@@ -14,10 +14,15 @@ import Dispatch
 /// concurrently, each run as an operation on ``queue``. A failed task stops its dependents (they
 /// stay pending); a cancelled one cancels them. The workflow has finished when every task without
 /// dependents has finished. It can be cancelled, retried, reset and started again.
+///
+/// Every method may be called from any thread. All workflows share one lock for their state, and
+/// no code of yours runs under it: hooks, delegates and events are called on the thread that
+/// caused the change, after it. Tasks hold their workflow weakly, so keep a reference to it while
+/// it runs: a task whose workflow has been released can no longer finish.
 public final class Workflow: @unchecked Sendable {  // mutable state is protected by `WorkflowLock.lock`
     /// A name for logs, errors and diagrams.
     public let name: String
-    /// The queue the tasks' runs execute on.
+    /// The queue the tasks' runs execute on: each run is one operation on it.
     public let queue: ConcurrentOperationQueue
 
     // protected by WorkflowLock.lock
@@ -35,7 +40,8 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
     /// Creates a workflow.
     /// - Parameters:
     ///   - name: A name for logs, errors and diagrams.
-    ///   - queue: The queue the tasks run on; by default a new one named after the workflow.
+    ///   - queue: The queue the tasks run on; by default a new one named `Workflow.<name>`, with
+    ///     the default concurrency limit.
     public init(name: String = "Workflow", queue: ConcurrentOperationQueue? = nil) {
         self.name = name
         self.queue = queue ?? ConcurrentOperationQueue(name: "Workflow.\(name)")
@@ -48,17 +54,25 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
     // MARK: Building
 
     /// Adds `task` with its prerequisites. Keyed prerequisites are prerequisites too; their
-    /// results can be read by key.
+    /// results can be read by key (``WorkflowTask/prerequisiteResult(forKey:)``).
     ///
-    /// A task whose prerequisites have not all finished becomes pending.
+    /// A task whose prerequisites have not all finished becomes pending; otherwise it stays ready,
+    /// and does not start by itself. Since prerequisites must already be in the workflow and the
+    /// task must not, no cycle can be built. May be called at any time, from any thread.
     ///
-    /// - Throws: ``OperationError/Code-swift.struct/taskAlreadyInWorkflow`` if the task is in a
-    ///   workflow (this one or another); ``OperationError/Code-swift.struct/prerequisiteNotInWorkflow``
-    ///   if a prerequisite was not added to this workflow first;
-    ///   ``OperationError/Code-swift.struct/missingPrerequisiteKeys`` if a key of the task's
-    ///   ``WorkflowTask/requiredPrerequisiteKeys`` has no keyed prerequisite;
-    ///   ``OperationError/Code-swift.struct/dependencyCycle`` if the task is its own prerequisite.
-    ///   Nothing was added.
+    /// - Parameters:
+    ///   - task: The task to add; it must be in no workflow.
+    ///   - prerequisites: Tasks of this workflow that must finish before `task` runs. A task
+    ///     given twice counts once.
+    ///   - keyedPrerequisites: More prerequisites, each under a key by which `task` can read its
+    ///     result.
+    /// - Throws: In the order checked, ``OperationError/Code-swift.struct/missingPrerequisiteKeys``
+    ///   if a key of the task's ``WorkflowTask/requiredPrerequisiteKeys`` has no keyed
+    ///   prerequisite; ``OperationError/Code-swift.struct/dependencyCycle`` if the task is its own
+    ///   prerequisite; ``OperationError/Code-swift.struct/taskAlreadyInWorkflow`` if the task has
+    ///   been added to a workflow (this one or another, even one since released);
+    ///   ``OperationError/Code-swift.struct/prerequisiteNotInWorkflow`` if a prerequisite was not
+    ///   added to this workflow first. Nothing was added.
     public func add(
         _ task: WorkflowTask,
         prerequisites: [WorkflowTask] = [],
@@ -116,33 +130,48 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
     public var tasksWithNoDependents: [WorkflowTask] {
         WorkflowLock.lock.withLock { tasks.filter { $0.dependentIndices.isEmpty } }
     }
-    /// The prerequisites of `task` (keyed ones included).
+    /// The prerequisites of `task`, keyed ones included: the unkeyed ones in the order given,
+    /// then the keyed ones by key, each task once.
+    /// - Parameter task: A task of this workflow.
+    /// - Returns: Its prerequisites; empty if it has none or is not in this workflow.
     public func prerequisites(of task: WorkflowTask) -> [WorkflowTask] {
         WorkflowLock.lock.withLock { task.workflow === self ? task.prerequisiteIndices.map { tasks[$0] } : [] }
     }
     /// The keyed prerequisites of `task`.
+    /// - Parameter task: A task of this workflow.
+    /// - Returns: Its keyed prerequisites by key; empty if it has none or is not in this workflow.
     public func keyedPrerequisites(of task: WorkflowTask) -> [String: WorkflowTask] {
         WorkflowLock.lock.withLock { task.workflow === self ? task.keyedPrerequisiteIndices.mapValues { tasks[$0] } : [:] }
     }
-    /// The tasks that have `task` as a prerequisite.
+    /// The tasks that have `task` as a prerequisite, in the order they were added.
+    /// - Parameter task: A task of this workflow.
+    /// - Returns: Its direct dependents; empty if it has none or is not in this workflow.
     public func dependents(of task: WorkflowTask) -> [WorkflowTask] {
         WorkflowLock.lock.withLock { task.workflow === self ? task.dependentIndices.map { tasks[$0] } : [] }
     }
-    /// Whether some task has not finished.
+    /// Whether some task is not finished.
     public var hasUnfinishedTasks: Bool { WorkflowLock.lock.withLock { finishedCount < tasks.count } }
-    /// Whether some task has failed.
+    /// Whether some task is failed.
     public var hasFailedTasks: Bool { WorkflowLock.lock.withLock { failedCount > 0 } }
     /// Whether every task without dependents has finished (an empty workflow has).
     public var isFinished: Bool { WorkflowLock.lock.withLock { finishedSinkCount == sinkCount } }
 
-    /// The workflow's delegate, held weakly.
+    /// The workflow's delegate, held weakly. It is told on the thread that caused the change,
+    /// after the task's hook and delegate, with no lock held.
     public var delegate: (any WorkflowDelegate)? {
         get { WorkflowLock.lock.withLock { _delegate } }
         set { WorkflowLock.lock.withLock { _delegate = newValue } }
     }
 
-    /// A stream of the workflow's events, from now on. It ends when the workflow is released or
-    /// the consumer stops; events are buffered without limit.
+    /// A new stream of the workflow's events, from now on; each read makes another stream, and
+    /// every stream gets every event. It ends when the workflow is released or the consumer stops;
+    /// events are buffered without limit.
+    ///
+    /// Events are yielded on the thread that caused them, after the hooks and delegates. The
+    /// events of one change come in order, and an event caused by another (a dependent started by
+    /// a finish) comes after it; but changes made on different threads at the same time may
+    /// interleave — with two prerequisites finishing together, the dependent's start can come
+    /// before the other prerequisite's finish.
     public var events: AsyncStream<WorkflowEvent> {
         let (stream, continuation) = AsyncStream.makeStream(of: WorkflowEvent.self)
         let id = WorkflowLock.lock.withLock {
@@ -159,8 +188,14 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
 
     // MARK: Control
 
-    /// Starts every ready task — at first, the tasks without prerequisites; the others start as
-    /// their prerequisites finish. An empty workflow finishes at once.
+    /// Tells ``WorkflowEvent/willStart``, then starts every ready task — at first the tasks
+    /// without prerequisites; the others start as their prerequisites finish. A task that was
+    /// reset while its prerequisites stayed finished is ready, and starts too.
+    ///
+    /// An empty workflow finishes at once (``WorkflowDelegate/workflowDidFinish(_:)`` and
+    /// ``WorkflowEvent/workflowFinished``). A workflow whose tasks have all finished does nothing
+    /// more, and does not report its finish again. The events and delegates are called on the
+    /// calling thread, before this returns.
     public func start() {
         perform { transaction in
             transaction.announce(.willStart)
@@ -172,7 +207,9 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
         }
     }
 
-    /// Cancels every task (each cancel reaches the task's dependents).
+    /// Tells ``WorkflowEvent/willCancel``, then cancels every pending, ready or executing task
+    /// (``WorkflowTask/cancel()`` on each task without prerequisites, which reaches the others).
+    /// Finished and failed tasks keep their state.
     public func cancel() {
         perform { transaction in
             transaction.announce(.willCancel)
@@ -180,7 +217,10 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
         }
     }
 
-    /// Retries every failed or cancelled task; those whose prerequisites have finished start.
+    /// Tells ``WorkflowEvent/willRetry``, then retries every failed or cancelled task
+    /// (``WorkflowTask/retry()`` on each task without prerequisites, which reaches the others):
+    /// those whose prerequisites have finished start at once, the others when their
+    /// prerequisites finish.
     public func retry() {
         perform { transaction in
             transaction.announce(.willRetry)
@@ -188,7 +228,10 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
         }
     }
 
-    /// Resets every task. Nothing starts until ``start()``.
+    /// Tells ``WorkflowEvent/willReset``, then resets every task that is not pending
+    /// (``WorkflowTask/reset()`` on each task without prerequisites, which reaches the others):
+    /// results, errors and finish times are cleared, the tasks without prerequisites become
+    /// ready and the others pending. Nothing starts until ``start()``.
     public func reset() {
         perform { transaction in
             transaction.announce(.willReset)
@@ -210,18 +253,29 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
     }
 }
 
-/// Something that happened in a workflow.
+/// Something that happened in a workflow, as delivered by ``Workflow/events`` (Task.framework's
+/// notifications).
 public enum WorkflowEvent: Sendable, CustomStringConvertible {
+    /// ``Workflow/start()``, ``Workflow/cancel()``, ``Workflow/retry()`` or ``Workflow/reset()``
+    /// was called: told before any task changes.
     case willStart, willCancel, willRetry, willReset
+    /// A run of the task started: it is executing, and its operation is about to be queued.
     case taskStarted(WorkflowTask)
+    /// A run of the task finished with `result`.
     case taskFinished(WorkflowTask, result: (any Sendable)?)
+    /// A run of the task failed with `error`.
     case taskFailed(WorkflowTask, error: any Error)
+    /// The task was cancelled.
     case taskCancelled(WorkflowTask)
+    /// The task was retried (it may start right after).
     case taskRetried(WorkflowTask)
+    /// The task was reset.
     case taskReset(WorkflowTask)
     /// Every task without dependents has finished.
     case workflowFinished
 
+    /// The event's name with the task's name, for example `taskFinished(A)`; a failure includes
+    /// the error.
     public var description: String {
         switch self {
         case .willStart: "willStart"
@@ -239,16 +293,35 @@ public enum WorkflowEvent: Sendable, CustomStringConvertible {
     }
 }
 
-/// Told when the workflow finishes and when one of its tasks fails or is cancelled. Methods have
-/// empty defaults; they run on the thread that caused the change, never under a lock.
+/// Told when the workflow finishes and when one of its tasks fails or is cancelled
+/// (Task.framework's `TSKWorkflowDelegate`); set it as ``Workflow/delegate``, which holds it
+/// weakly.
+///
+/// Methods have empty defaults. They run on the thread that caused the change, after the task's
+/// hook and delegate and before the matching event of ``Workflow/events``, never under a lock.
 public protocol WorkflowDelegate: AnyObject, Sendable {
+    /// Every task without dependents has finished (at once, for an empty workflow that was
+    /// started).
+    /// - Parameter workflow: The workflow.
     func workflowDidFinish(_ workflow: Workflow)
+    /// A run of one of the workflow's tasks failed.
+    /// - Parameters:
+    ///   - workflow: The workflow.
+    ///   - task: The task, now failed.
+    ///   - error: The run's error.
     func workflow(_ workflow: Workflow, task: WorkflowTask, didFailWith error: any Error)
+    /// One of the workflow's tasks was cancelled (each task of a propagated cancel is reported).
+    /// - Parameters:
+    ///   - workflow: The workflow.
+    ///   - task: The task, now cancelled.
     func workflow(_ workflow: Workflow, taskDidCancel task: WorkflowTask)
 }
 
 extension WorkflowDelegate {
+    /// Does nothing.
     public func workflowDidFinish(_ workflow: Workflow) {}
+    /// Does nothing.
     public func workflow(_ workflow: Workflow, task: WorkflowTask, didFailWith error: any Error) {}
+    /// Does nothing.
     public func workflow(_ workflow: Workflow, taskDidCancel task: WorkflowTask) {}
 }

@@ -2,9 +2,9 @@ import Dispatch
 
 /// One step of a ``Workflow``: work that can be run, and run again.
 ///
-/// Subclass it and override ``main()``, then call ``finish(with:)`` or ``fail(with:)`` — before
-/// `main()` returns or later, from any thread. Or use ``ClosureTask``, ``MethodTask``,
-/// ``ExternalConditionTask`` or ``SubworkflowTask``.
+/// Subclass it and override ``main()``, then finish or fail the run — before `main()` returns or
+/// later, from any thread — through ``currentRun`` (or ``finish(with:)`` and ``fail(with:)``).
+/// Or use ``ClosureTask``, ``MethodTask``, ``ExternalConditionTask`` or ``SubworkflowTask``.
 ///
 /// ```swift
 /// final class Download: WorkflowTask, @unchecked Sendable {
@@ -17,11 +17,16 @@ import Dispatch
 /// }
 /// ```
 ///
-/// A task starts as soon as all its prerequisites have finished successfully (during a run of
-/// the workflow), and each run executes as an operation on the workflow's queue. Its state
-/// follows Task.framework's table (``WorkflowTaskState``); ``cancel()``, ``retry()`` and
-/// ``reset()`` reach all its dependents. A finish or fail from a run that was cancelled or reset
-/// is ignored.
+/// A task does nothing until it is added to a workflow (``Workflow/add(_:prerequisites:keyedPrerequisites:)``).
+/// It then starts when it is started (by ``start()`` or ``Workflow/start()``) and ready, or as
+/// soon as its last unfinished prerequisite finishes; each run executes as an operation on the
+/// workflow's ``Workflow/queue``. Its state follows Task.framework's table
+/// (``WorkflowTaskState``); ``cancel()``, ``retry()`` and ``reset()`` reach all its dependents.
+/// A finish or fail from a run that was cancelled or reset is ignored.
+///
+/// The hooks (``didFinish(with:)`` and the others), the ``delegate`` and the workflow's delegate
+/// and events are called on the thread that caused the change, after it, with no lock held. A
+/// task holds its workflow weakly: keep a reference to the workflow while it runs.
 open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by `WorkflowLock.lock`
     /// A name for logs, errors and diagrams.
     public let name: String
@@ -43,7 +48,7 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     var runOperation: WorkflowRunOperation?
     weak var _delegate: (any WorkflowTaskDelegate)?
 
-    /// Creates a task.
+    /// Creates a task, in state ``WorkflowTaskState/ready`` and in no workflow.
     /// - Parameter name: A name for logs, errors and diagrams.
     public init(name: String) {
         self.name = name
@@ -51,40 +56,67 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
 
     // MARK: For subclasses
 
-    /// The work of one run. Call ``finish(with:)`` or ``fail(with:)`` when it is done (now or
-    /// later, from any thread). The default finishes at once without a result. Runs on the
-    /// workflow's queue.
+    /// The work of one run. Finish or fail the run when the work is done — now or later, from any
+    /// thread — through ``currentRun``, read here before any asynchronous work, or through
+    /// ``finish(with:)`` and ``fail(with:)``. A run that is never finished or failed keeps the
+    /// task executing and its operation on the queue. The default finishes at once without a
+    /// result; overrides do not call it.
+    ///
+    /// Runs on a worker of the workflow's ``Workflow/queue``, once per run. It is not called for a
+    /// run that was cancelled or reset before the queue reached it. Cancelling or resetting the
+    /// task does not interrupt it: check ``state`` in long work.
     open func main() {
         finish(with: nil)
     }
 
     /// Keys that must be among the keyed prerequisites when the task is added; by default none.
+    ///
+    /// ``Workflow/add(_:prerequisites:keyedPrerequisites:)`` reads it once and throws
+    /// ``OperationError/Code-swift.struct/missingPrerequisiteKeys`` if a key has no keyed
+    /// prerequisite. An override in a subclass of a class that requires keys should include its
+    /// superclass's keys.
     open var requiredPrerequisiteKeys: Set<String> { [] }
 
-    /// Called after the task was cancelled, before its delegate and the workflow are told.
+    /// Called after the task was cancelled, before its delegate, the workflow's delegate and the
+    /// workflow's events are told. Runs on the thread that cancelled it, with no lock held; the
+    /// run that was in progress, if any, is already over.
     open func didCancel() {}
-    /// Called after the task was reset.
+    /// Called after the task was reset (its result, error and finish time cleared), before the
+    /// workflow's events are told. Runs on the thread that reset it, with no lock held. Not called
+    /// when a reset reaches a pending task, which has nothing to reset.
     open func didReset() {}
-    /// Called after the task was retried.
+    /// Called after the task was retried (its result, error and finish time cleared), before the
+    /// workflow's events are told and before its new run, if it starts at once, is queued. Runs
+    /// on the thread that retried it, with no lock held.
     open func didRetry() {}
-    /// Called after a run finished with `result`.
+    /// Called after a run finished with `result`, before the task's delegate and the workflow's
+    /// events are told and before the dependents this finish released are queued. Runs on the
+    /// thread that finished the run, with no lock held. (A dependent released by another
+    /// prerequisite finishing meanwhile, on another thread, may already be running.)
+    /// - Parameter result: The run's result.
     open func didFinish(with result: (any Sendable)?) {}
-    /// Called after a run failed with `error`.
+    /// Called after a run failed with `error`, before the task's delegate, the workflow's delegate
+    /// and the workflow's events are told. Runs on the thread that failed the run, with no lock
+    /// held.
+    /// - Parameter error: The run's error.
     open func didFail(with error: any Error) {}
 
     // MARK: Reading
 
     /// The task's state.
     public var state: WorkflowTaskState { WorkflowLock.lock.withLock { lifecycle.state } }
-    /// The result of the last run that finished, until the task is reset or retried.
+    /// The result of the last run that finished, until the task is reset or retried; `nil` before.
     public var result: (any Sendable)? { WorkflowLock.lock.withLock { _result } }
-    /// The error of the last run that failed, until the task is reset or retried.
+    /// The error of the last run that failed, until the task is reset or retried; `nil` before.
     public var error: (any Error)? { WorkflowLock.lock.withLock { _error } }
-    /// When the last run finished or failed.
+    /// When the last run finished or failed, on the continuous clock; `nil` before, and after a
+    /// reset or retry.
     public var finishTime: ContinuousClock.Instant? { WorkflowLock.lock.withLock { _finishTime } }
-    /// The workflow the task was added to.
+    /// The workflow the task was added to; `nil` before it is added, and once that workflow has
+    /// been released (a task holds its workflow weakly).
     public var containingWorkflow: Workflow? { WorkflowLock.lock.withLock { workflow } }
-    /// The task's delegate, held weakly.
+    /// The task's delegate, held weakly. It is told on the thread that caused the change, after
+    /// the task's hook, with no lock held.
     public var delegate: (any WorkflowTaskDelegate)? {
         get { WorkflowLock.lock.withLock { _delegate } }
         set { WorkflowLock.lock.withLock { _delegate = newValue } }
@@ -92,61 +124,111 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
 
     /// The current (or last) run, whose ``WorkflowTaskRun/finish(with:)`` and
     /// ``WorkflowTaskRun/fail(with:)`` are ignored once it is no longer the current run.
+    ///
+    /// Read it at the beginning of ``main()`` and hand it to asynchronous work: if the task is
+    /// cancelled or reset meanwhile, and perhaps started again, the late finish of the old run
+    /// changes nothing. (Before the first run its ``WorkflowTaskRun/number`` is 0, and finishing
+    /// through it does nothing.)
     public var currentRun: WorkflowTaskRun {
-        WorkflowTaskRun(task: self, number: WorkflowLock.lock.withLock { lifecycle.run })
+        // Inside `main()` (on the thread running it), the run being executed: the task may have
+        // been reset and started again since that run's operation began.
+        if let number = executingRunNumber { return WorkflowTaskRun(task: self, number: number) }
+        return WorkflowTaskRun(task: self, number: WorkflowLock.lock.withLock { lifecycle.run })
+    }
+
+    /// The number of the run whose `main()` this thread is executing, if it executes one of this
+    /// task's.
+    var executingRunNumber: Int? {
+        guard let operation = ExecutingRun.value, operation.task === self else { return nil }
+        return operation.run
     }
 
     // MARK: Control
 
-    /// Starts a run if the task is ready. Does nothing otherwise, or if the task is in no workflow.
+    /// Starts a run if the task is ready: it becomes executing at once, and its ``main()`` is
+    /// queued on the workflow's queue. Does nothing in any other state, or if the task is in no
+    /// workflow. The workflow's ``WorkflowEvent/taskStarted(_:)`` event is told on the calling
+    /// thread.
     public func start() {
         attachedWorkflow?.perform { $0.start(self) }
     }
 
-    /// Finishes the current run with `result`: the task is finished and every dependent whose
-    /// prerequisites have all finished starts. Ignored unless the task is executing.
+    /// Finishes the current run with `result`: the task is finished and every pending dependent
+    /// whose prerequisites have now all finished starts. Ignored unless the task is executing.
+    ///
+    /// Called inside ``main()``, on its thread, it finishes the run being executed (ignored if
+    /// that run is over). Called elsewhere it finishes whichever run is current, including a
+    /// newer run started after a cancel and a retry: from asynchronous work, finish through the
+    /// run read from ``currentRun`` instead. The hook, the delegate and the workflow's events are called on the
+    /// calling thread before this returns.
+    /// - Parameter result: The run's result, readable as ``result`` and by the dependents.
     public func finish(with result: (any Sendable)?) {
-        attachedWorkflow?.perform { $0.finish(self, run: nil, result: result) }
+        attachedWorkflow?.perform { [run = executingRunNumber] in $0.finish(self, run: run, result: result) }
     }
 
-    /// Fails the current run with `error`: the task is failed and its dependents do not run.
+    /// Fails the current run with `error`: the task is failed and its dependents stay pending.
     /// Ignored unless the task is executing.
+    ///
+    /// Like ``finish(with:)``: inside ``main()`` it fails the run being executed; elsewhere
+    /// whichever run is current, so from asynchronous work fail through the run read from
+    /// ``currentRun``. The hook and the delegates are called on the
+    /// calling thread before this returns.
+    /// - Parameter error: Why the run failed, readable as ``error``.
     public func fail(with error: any Error) {
-        attachedWorkflow?.perform { $0.fail(self, run: nil, error: error) }
+        attachedWorkflow?.perform { [run = executingRunNumber] in $0.fail(self, run: run, error: error) }
     }
 
-    /// Cancels the task (pending, ready or executing → cancelled) and all its dependents. A late
-    /// finish or fail from the cancelled run is ignored.
+    /// Cancels the task (pending, ready or executing → cancelled) and all its dependents, direct
+    /// or not — whatever the task's own state: cancelling a finished task cancels its dependents
+    /// that have not finished. Finished and failed tasks keep their state.
+    ///
+    /// An executing run is over at once (its operation finishes), but ``main()`` is not
+    /// interrupted; a late finish or fail from the cancelled run is ignored. Hooks, delegates and
+    /// events are called on the calling thread before this returns.
     public func cancel() {
         attachedWorkflow?.perform { $0.cancel(from: [self]) }
     }
 
-    /// Retries the task if it failed or was cancelled (it starts again once its prerequisites
-    /// have finished), and passes the retry on to all its dependents.
+    /// Retries the task if it failed or was cancelled: its result, error and finish time are
+    /// cleared and it starts at once if its prerequisites have finished, else when they do. The
+    /// retry reaches all its dependents, direct or not, whatever the task's own state; each
+    /// failed or cancelled one is retried the same way. Hooks and events are called on the
+    /// calling thread before this returns.
     public func retry() {
         attachedWorkflow?.perform { $0.retry(from: [self]) }
     }
 
     /// Resets the task — clears its result, error and finish time; it becomes ready if all its
     /// prerequisites have finished, else pending, and does not start by itself — and all its
-    /// dependents.
+    /// dependents, direct or not. A dependent that was ready becomes pending, since this task is
+    /// no longer finished (Task.framework 1.1's reset fix).
+    ///
+    /// An executing run is over at once (its operation finishes), but ``main()`` is not
+    /// interrupted; a late finish or fail from it is ignored. A pending task has nothing to reset:
+    /// it keeps its state and its ``didReset()`` is not called, but the reset still reaches its
+    /// dependents. Hooks and events are called on the calling thread before this returns.
     public func reset() {
         attachedWorkflow?.perform { $0.reset(from: [self]) }
     }
 
     // MARK: Prerequisite results
 
-    /// The result of any one prerequisite (`nil` if none has one).
+    /// The result of the first prerequisite that has one, in the order of ``allPrerequisiteResults``;
+    /// `nil` if none has one. Meant for a task with a single prerequisite.
     public var anyPrerequisiteResult: (any Sendable)? {
         WorkflowLock.lock.withLock { prerequisites().lazy.compactMap { $0._result }.first }
     }
 
-    /// The results of all prerequisites (keyed and unkeyed) that have one.
+    /// The results of all prerequisites, keyed and unkeyed, that have one: the unkeyed ones in the
+    /// order they were given to ``Workflow/add(_:prerequisites:keyedPrerequisites:)``, then the
+    /// keyed ones by key, each task once. A prerequisite that finished with `nil` (or has not
+    /// finished) is left out.
     public var allPrerequisiteResults: [any Sendable] {
         WorkflowLock.lock.withLock { prerequisites().compactMap { $0._result } }
     }
 
-    /// The results of the unkeyed prerequisites that have one.
+    /// The results of the unkeyed prerequisites that have one, in the order they were given. A
+    /// task given both unkeyed and under a key counts as keyed.
     public var allUnkeyedPrerequisiteResults: [any Sendable] {
         WorkflowLock.lock.withLock {
             let keyed = Set(keyedPrerequisiteIndices.values)
@@ -162,19 +244,35 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     }
 
     /// The result of the prerequisite added under `key`.
+    /// - Parameter key: A key of the keyed prerequisites given to
+    ///   ``Workflow/add(_:prerequisites:keyedPrerequisites:)``.
+    /// - Returns: Its result, or `nil` if no prerequisite has that key or it has no result.
     public func prerequisiteResult(forKey key: String) -> (any Sendable)? {
         WorkflowLock.lock.withLock { keyedPrerequisiteIndices[key].flatMap { task(at: $0)?._result } }
     }
 
     /// The result of the prerequisite added under `key`, if it has type `T`.
+    /// - Parameters:
+    ///   - key: A key of the keyed prerequisites.
+    ///   - type: The type expected.
+    /// - Returns: The result as a `T`, or `nil` if there is no such prerequisite, it has no result
+    ///   or its result is not a `T`.
     public func prerequisiteResult<T>(forKey key: String, as type: T.Type) -> T? {
         prerequisiteResult(forKey: key) as? T
     }
 
-    /// The results of the prerequisites that have one, by task name... and task.
+    /// The prerequisites that have a result, each with its result, in the order of
+    /// ``allPrerequisiteResults``.
     public var prerequisiteResultsByTask: [(task: WorkflowTask, result: any Sendable)] {
         WorkflowLock.lock.withLock { prerequisites().compactMap { task in task._result.map { (task, $0) } } }
     }
+
+    /// Under the lock: a reset reached the task (whether or not it changed its state).
+    func resetReachedLocked() {}
+
+    /// A cancel reached the task without changing its state (it was finished, failed or
+    /// cancelled). Without the lock.
+    func cancelPassedOn() {}
 
     /// The workflow, read under the lock (it is set when the task is added).
     var attachedWorkflow: Workflow? { WorkflowLock.lock.withLock { workflow } }
@@ -191,35 +289,63 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
 }
 
 /// One run of a ``WorkflowTask``: finishing or failing through it is ignored once the run is over
-/// (cancelled, reset, or replaced by a newer run).
+/// (finished, failed, cancelled, reset, or replaced by a newer run).
+///
+/// Get it from ``WorkflowTask/currentRun`` at the beginning of ``WorkflowTask/main()``;
+/// ``ClosureTask`` and ``MethodTask`` hand it to your code.
 public struct WorkflowTaskRun: Sendable {
     /// The task.
     public let task: WorkflowTask
     /// The run's number (1 for the first run).
     public let number: Int
 
-    /// Finishes this run with `result`, if it is still the task's current run.
+    /// Finishes this run with `result`, if it is still the task's current run and executing: the
+    /// task is finished and every pending dependent whose prerequisites have now all finished
+    /// starts. Otherwise does nothing. The hook, the delegate and the workflow's events are called
+    /// on the calling thread before this returns.
+    /// - Parameter result: The run's result, readable as ``WorkflowTask/result`` and by the
+    ///   dependents.
     public func finish(with result: (any Sendable)?) {
         task.attachedWorkflow?.perform { $0.finish(task, run: number, result: result) }
     }
 
-    /// Fails this run with `error`, if it is still the task's current run.
+    /// Fails this run with `error`, if it is still the task's current run and executing: the task
+    /// is failed and its dependents stay pending. Otherwise does nothing. The hook and the
+    /// delegates are called on the calling thread before this returns.
+    /// - Parameter error: Why the run failed, readable as ``WorkflowTask/error``.
     public func fail(with error: any Error) {
         task.attachedWorkflow?.perform { $0.fail(task, run: number, error: error) }
     }
 }
 
-/// Told when a task finishes, fails or is cancelled. Methods have empty defaults; they run on the
-/// thread that caused the change, never under a lock.
+/// Told when a task finishes, fails or is cancelled (Task.framework's `TSKTaskDelegate`); set it
+/// as ``WorkflowTask/delegate``, which holds it weakly.
+///
+/// Methods have empty defaults. They run on the thread that caused the change, after the task's
+/// hook and before the workflow's delegate and the matching event of ``Workflow/events``, never
+/// under a lock.
 public protocol WorkflowTaskDelegate: AnyObject, Sendable {
+    /// A run of `task` finished.
+    /// - Parameters:
+    ///   - task: The task, now finished.
+    ///   - result: The run's result.
     func task(_ task: WorkflowTask, didFinishWith result: (any Sendable)?)
+    /// A run of `task` failed.
+    /// - Parameters:
+    ///   - task: The task, now failed.
+    ///   - error: The run's error.
     func task(_ task: WorkflowTask, didFailWith error: any Error)
+    /// `task` was cancelled, directly or because a prerequisite was.
+    /// - Parameter task: The task, now cancelled.
     func taskDidCancel(_ task: WorkflowTask)
 }
 
 extension WorkflowTaskDelegate {
+    /// Does nothing.
     public func task(_ task: WorkflowTask, didFinishWith result: (any Sendable)?) {}
+    /// Does nothing.
     public func task(_ task: WorkflowTask, didFailWith error: any Error) {}
+    /// Does nothing.
     public func taskDidCancel(_ task: WorkflowTask) {}
 }
 
@@ -241,9 +367,13 @@ final class WorkflowRunOperation: ConcurrentOperation, @unchecked Sendable {
             finish()
             return
         }
-        task.main()
+        ExecutingRun.with(self) { task.main() }
     }
 }
+
+/// The run operation whose task's `main()` runs on this thread: `currentRun`, `finish(with:)` and
+/// `fail(with:)` called there belong to that run, not to a newer one.
+let ExecutingRun = ThreadLocalReference<WorkflowRunOperation>()
 
 /// The one lock of all workflows: every task's state, every workflow's structure. Transitions
 /// propagate along prerequisites, so one lock keeps a whole graph consistent; no user code runs

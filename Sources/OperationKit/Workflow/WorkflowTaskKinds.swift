@@ -1,5 +1,8 @@
 /// A task whose work is a closure, handed the run (Task.framework's `TSKBlockTask`). The closure
-/// finishes or fails the run, now or later.
+/// finishes or fails the run, now or later, from any thread.
+///
+/// The closure runs on a worker of the workflow's queue, once per run. It reaches the task, and
+/// so its prerequisites' results, through ``WorkflowTaskRun/task``.
 ///
 /// ```swift
 /// let parse = ClosureTask(name: "parse") { run in
@@ -13,25 +16,32 @@ public final class ClosureTask: WorkflowTask, @unchecked Sendable {
     private let body: @Sendable (WorkflowTaskRun) -> Void
     private let requiredKeys: Set<String>
 
+    /// Creates a task that runs `body`.
     /// - Parameters:
     ///   - name: A name for logs, errors and diagrams.
-    ///   - requiredPrerequisiteKeys: Keys that must be among the keyed prerequisites.
-    ///   - body: The work of one run; it receives the run to finish or fail.
+    ///   - requiredPrerequisiteKeys: Keys that must be among the keyed prerequisites when the task
+    ///     is added.
+    ///   - body: The work of one run; it receives the run to finish or fail. Runs on a worker of
+    ///     the workflow's queue.
     public init(name: String, requiredPrerequisiteKeys: Set<String> = [], _ body: @escaping @Sendable (WorkflowTaskRun) -> Void) {
         self.body = body
         requiredKeys = requiredPrerequisiteKeys
         super.init(name: name)
     }
 
+    /// The keys given to ``init(name:requiredPrerequisiteKeys:_:)``.
     public override var requiredPrerequisiteKeys: Set<String> { requiredKeys }
 
+    /// Calls the closure with ``WorkflowTask/currentRun``.
     public override func main() {
         body(currentRun)
     }
 }
 
 /// A task that calls a method of an object (Task.framework's `TSKSelectorTask`): the method takes
-/// the run and finishes or fails it. The object is held strongly.
+/// the run and finishes or fails it, now or later, from any thread. The object is held strongly.
+///
+/// The method runs on a worker of the workflow's queue, once per run.
 ///
 /// ```swift
 /// let sync = MethodTask(name: "sync", target: store, method: Store.sync(_:))
@@ -42,11 +52,13 @@ public final class MethodTask<Target: AnyObject & Sendable>: WorkflowTask, @unch
     private let method: @Sendable (Target) -> (WorkflowTaskRun) -> Void
     private let requiredKeys: Set<String>
 
+    /// Creates a task that calls `method` on `target`.
     /// - Parameters:
     ///   - name: A name for logs, errors and diagrams.
-    ///   - target: The object.
+    ///   - target: The object, held strongly.
     ///   - method: The method, unapplied (`Type.method(_:)`): it receives the run.
-    ///   - requiredPrerequisiteKeys: Keys that must be among the keyed prerequisites.
+    ///   - requiredPrerequisiteKeys: Keys that must be among the keyed prerequisites when the task
+    ///     is added.
     public init(
         name: String, target: Target, method: @escaping @Sendable (Target) -> (WorkflowTaskRun) -> Void,
         requiredPrerequisiteKeys: Set<String> = []
@@ -57,8 +69,10 @@ public final class MethodTask<Target: AnyObject & Sendable>: WorkflowTask, @unch
         super.init(name: name)
     }
 
+    /// The keys given to ``init(name:target:method:requiredPrerequisiteKeys:)``.
     public override var requiredPrerequisiteKeys: Set<String> { requiredKeys }
 
+    /// Calls the method on the target with ``WorkflowTask/currentRun``.
     public override func main() {
         method(target)(currentRun)
     }
@@ -70,7 +84,17 @@ public final class MethodTask<Target: AnyObject & Sendable>: WorkflowTask, @unch
 /// Started before it is fulfilled, it fails with
 /// ``OperationError/Code-swift.struct/externalConditionNotFulfilled``. ``fulfill(with:)`` counts
 /// once: a failed or cancelled task is retried, a ready one started, and it finishes with the
-/// value. ``WorkflowTask/reset()`` clears the fulfilment.
+/// value; a pending one finishes with it once its prerequisites have finished. A reset that
+/// changes the task's state clears the fulfilment; a reset that reaches it while it is pending
+/// does not.
+///
+/// ```swift
+/// let input = ExternalConditionTask(name: "input")
+/// try workflow.add(input)
+/// try workflow.add(request, keyedPrerequisites: ["input": input])
+/// workflow.start()             // input fails: not fulfilled yet
+/// input.fulfill(with: answer)  // input is retried and finishes with answer; request runs
+/// ```
 public final class ExternalConditionTask: WorkflowTask, @unchecked Sendable {
     // protected by WorkflowLock.lock
     private var fulfilment: (value: (any Sendable)?, Void)?
@@ -79,6 +103,12 @@ public final class ExternalConditionTask: WorkflowTask, @unchecked Sendable {
     public var isFulfilled: Bool { WorkflowLock.lock.withLock { fulfilment != nil } }
 
     /// Fulfils the condition with `value`. Only the first fulfilment counts (until a reset).
+    ///
+    /// If the task is failed or cancelled it is retried, if ready started, in both cases on the
+    /// calling thread; the run then finishes with `value`. If a run is in progress, it was
+    /// started before the fulfilment: it may already have decided to fail, in which case retry
+    /// the task.
+    /// - Parameter value: The task's result once it runs.
     public func fulfill(with value: (any Sendable)?) {
         let state = WorkflowLock.lock.withLock { () -> WorkflowTaskState? in
             guard fulfilment == nil else { return nil }
@@ -92,6 +122,8 @@ public final class ExternalConditionTask: WorkflowTask, @unchecked Sendable {
         }
     }
 
+    /// Finishes with the fulfilment's value, or fails with
+    /// ``OperationError/Code-swift.struct/externalConditionNotFulfilled``.
     public override func main() {
         let value = WorkflowLock.lock.withLock { fulfilment }
         if let value {
@@ -101,8 +133,9 @@ public final class ExternalConditionTask: WorkflowTask, @unchecked Sendable {
         }
     }
 
-    public override func didReset() {
-        WorkflowLock.lock.withLock { fulfilment = nil }
+    /// Clears the fulfilment.
+    override func resetReachedLocked() {
+        fulfilment = nil
     }
 }
 
@@ -112,8 +145,13 @@ public final class ExternalConditionTask: WorkflowTask, @unchecked Sendable {
 /// Started: if the sub-workflow has no unfinished task it finishes at once; if a sub-task failed
 /// it fails with the error of the one that failed first; if a sub-task was cancelled it is
 /// cancelled; otherwise it starts the sub-workflow and finishes when it does, fails when a
-/// sub-task fails, and is cancelled when a sub-task is (failure wins). Cancelling, retrying or
-/// resetting the task does the same to the sub-workflow.
+/// sub-task fails, and is cancelled when a sub-task is (failure wins). The sub-workflow's tasks
+/// run on the sub-workflow's own queue.
+///
+/// When a cancel, retry or reset changes this task's state, the task does the same to the
+/// sub-workflow (from its hooks, on the same thread), except that a cancel caused by a sub-task
+/// leaves the sub-workflow as it is. One that leaves the task's state alone — a cancel of a
+/// finished task, a reset of a pending one — does not reach the sub-workflow.
 public final class SubworkflowTask: WorkflowTask, @unchecked Sendable {
     /// The workflow this task runs.
     public let subworkflow: Workflow
@@ -122,9 +160,10 @@ public final class SubworkflowTask: WorkflowTask, @unchecked Sendable {
     // sub-workflow is left as it is
     private var cancellingSelfOnly = false
 
+    /// Creates a task that runs `subworkflow`.
     /// - Parameters:
     ///   - name: A name for logs, errors and diagrams.
-    ///   - subworkflow: The workflow to run as one step.
+    ///   - subworkflow: The workflow to run as one step, held strongly.
     public init(name: String, subworkflow: Workflow) {
         self.subworkflow = subworkflow
         listenerID = WorkflowLock.lock.withLock {
@@ -143,6 +182,8 @@ public final class SubworkflowTask: WorkflowTask, @unchecked Sendable {
         _ = WorkflowLock.lock.withLock { subworkflow.listeners.removeValue(forKey: id) }
     }
 
+    /// Finishes, fails or cancels the task from the sub-workflow's state, or starts the
+    /// sub-workflow (see ``SubworkflowTask``).
     public override func main() {
         let run = currentRun
         let (unfinished, failure, cancelled) = WorkflowLock.lock.withLock { () -> (Bool, (any Error)?, Bool) in
@@ -185,6 +226,7 @@ public final class SubworkflowTask: WorkflowTask, @unchecked Sendable {
         }
     }
 
+    /// Cancels the sub-workflow, unless the cancel came from one of its tasks.
     public override func didCancel() {
         let selfOnly = WorkflowLock.lock.withLock {
             defer { cancellingSelfOnly = false }
@@ -193,10 +235,18 @@ public final class SubworkflowTask: WorkflowTask, @unchecked Sendable {
         if !selfOnly { subworkflow.cancel() }
     }
 
+    /// Resets the sub-workflow.
+    /// A cancel that found this task already finished, failed or cancelled still reaches the
+    /// sub-workflow (Task.framework cancels the sub-workflow first, always).
+    override func cancelPassedOn() {
+        subworkflow.cancel()
+    }
+
     public override func didReset() {
         subworkflow.reset()
     }
 
+    /// Retries the sub-workflow.
     public override func didRetry() {
         subworkflow.retry()
     }

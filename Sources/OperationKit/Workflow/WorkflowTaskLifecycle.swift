@@ -1,19 +1,44 @@
-/// The states of a ``WorkflowTask`` (Task.framework's).
+/// The states of a ``WorkflowTask``, with Task.framework's transitions.
+///
+/// A new task is ``ready``. The transitions:
+///
+/// | from | to | when |
+/// |---|---|---|
+/// | pending | ready | its last unfinished prerequisite finished (it then starts at once) |
+/// | pending | cancelled | ``WorkflowTask/cancel()`` reached it |
+/// | ready | pending | it was added with an unfinished prerequisite, or a prerequisite was reset |
+/// | ready | executing | ``WorkflowTask/start()`` or ``Workflow/start()`` |
+/// | ready | cancelled | ``WorkflowTask/cancel()`` reached it |
+/// | executing | finished | the run finished (``WorkflowTaskRun/finish(with:)``) |
+/// | executing | failed | the run failed (``WorkflowTaskRun/fail(with:)``) |
+/// | executing | cancelled | ``WorkflowTask/cancel()`` reached it; the run is over |
+/// | executing | pending | ``WorkflowTask/reset()`` reached it; the run is over |
+/// | finished | pending | ``WorkflowTask/reset()`` reached it |
+/// | failed | pending | ``WorkflowTask/retry()`` or ``WorkflowTask/reset()`` reached it |
+/// | cancelled | pending | ``WorkflowTask/retry()`` or ``WorkflowTask/reset()`` reached it |
+///
+/// A task that becomes pending through a retry or a reset is checked again at once, in the same
+/// step: if all its prerequisites have finished it becomes ready, and after a retry it also
+/// starts. So a retried task is seen executing, a reset one ready or pending.
 public enum WorkflowTaskState: Int, Hashable, Sendable, CaseIterable, CustomStringConvertible {
-    /// Waiting for a prerequisite to finish.
+    /// Some prerequisite has not finished (it may be waiting, running, failed or cancelled).
     case pending
-    /// Every prerequisite has finished; the task starts when told (or when its last prerequisite
-    /// finishes during a run).
+    /// Every prerequisite has finished (or there are none) and no run is in progress; the task
+    /// waits to be started. A task whose last prerequisite finishes does not stay ready: it
+    /// starts at once.
     case ready
-    /// A run is in progress.
+    /// A run is in progress: from the start (its operation may still be waiting for a place on
+    /// the workflow's queue) until the run finishes or fails, or the task is cancelled or reset.
     case executing
-    /// The last run finished with a result.
+    /// The last run finished, with the task's ``WorkflowTask/result`` (which may be `nil`).
     case finished
-    /// The last run failed with an error. Dependents do not run.
+    /// The last run failed with the task's ``WorkflowTask/error``. Its dependents stay pending
+    /// until it is retried and finishes.
     case failed
-    /// Cancelled. Dependents are cancelled too.
+    /// Cancelled; its dependents were cancelled with it.
     case cancelled
 
+    /// The state's name, for example `pending`.
     public var description: String {
         switch self {
         case .pending: "pending"
@@ -34,7 +59,7 @@ public enum WorkflowTaskState: Int, Hashable, Sendable, CaseIterable, CustomStri
 /// pending (a prerequisite is no longer finished), executing or cancelled; executing → finished,
 /// failed, cancelled or pending (reset); cancelled → pending (retry, reset); finished → pending
 /// (reset); failed → pending (retry, reset). A finish or fail for a run that is not the current
-/// one (cancelled or reset meanwhile) changes nothing.
+/// one (cancelled or reset meanwhile, or replaced by a newer run) changes nothing.
 struct WorkflowTaskLifecycle: Hashable, Sendable {
     private(set) var state: WorkflowTaskState = .ready
     /// The number of the current (or last) run; 0 before the first.

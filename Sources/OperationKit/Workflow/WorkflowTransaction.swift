@@ -11,6 +11,8 @@ struct WorkflowTransaction {
         case cancelled(WorkflowTask)
         case retried(WorkflowTask)
         case reset(WorkflowTask)
+        /// A cancel reached a task whose state it did not change (a sub-workflow task passes it on).
+        case cancelPassedOn(WorkflowTask)
         case workflowFinished
     }
 
@@ -65,7 +67,10 @@ struct WorkflowTransaction {
     mutating func cancel(from roots: [WorkflowTask]) {
         for task in closure(from: roots) {
             let wasExecuting = task.lifecycle.state == .executing
-            guard task.lifecycle.cancel() else { continue }
+            guard task.lifecycle.cancel() else {
+                effects.append(.cancelPassedOn(task))
+                continue
+            }
             if wasExecuting { endRun(task) }
             effects.append(.cancelled(task))
         }
@@ -90,6 +95,9 @@ struct WorkflowTransaction {
     /// finished, else pending. Nothing starts.
     mutating func reset(from roots: [WorkflowTask]) {
         for task in closure(from: roots) {
+            // Every task the reset reaches forgets what it keeps across runs (an external
+            // condition's fulfilment), also one with no state to reset.
+            task.resetReachedLocked()
             let previous = task.lifecycle.state
             guard task.lifecycle.reset() else { continue }
             switch previous {
@@ -149,8 +157,10 @@ struct WorkflowTransaction {
         }
     }
 
-    /// `roots` and every task that depends on them, directly or not, each once, prerequisites
-    /// before dependents along each path (breadth first).
+    /// `roots` and every task that depends on them, directly or not, each once, breadth first:
+    /// a task comes after the task through which it was first reached, but not necessarily after
+    /// all its prerequisites (roots A and X, X → Y, A → B and Y → B give A, X, B, Y). The
+    /// transitions do not depend on the order: they use the counts of unfinished prerequisites.
     private func closure(from roots: [WorkflowTask]) -> [WorkflowTask] {
         var visited = [Bool](repeating: false, count: workflow.tasks.count)
         var order: [WorkflowTask] = []
@@ -172,40 +182,53 @@ struct WorkflowTransaction {
     // MARK: Effects, without the lock
 
     func performEffects() {
+        // First every event of the transaction, in order: a hook or delegate that changes the
+        // workflow again (second pass) then tells its own events after all of these, so the
+        // stream stays in causal order. Then hooks and delegates, as Task.framework orders them;
+        // runs start last, after the finish that made them ready has been told everywhere.
         for effect in effects {
             switch effect {
-            case .announce(let event):
-                tell(event)
-            case .startRun(let operation):
-                tell(.taskStarted(operation.task))
-                try? workflow.queue.addOperation(operation)
+            case .announce(let event): tell(event)
+            case .startRun(let operation): tell(.taskStarted(operation.task))
+            case .finished(let task, let result): tell(.taskFinished(task, result: result))
+            case .failed(let task, let error): tell(.taskFailed(task, error: error))
+            case .cancelled(let task): tell(.taskCancelled(task))
+            case .retried(let task): tell(.taskRetried(task))
+            case .reset(let task): tell(.taskReset(task))
+            case .workflowFinished: tell(.workflowFinished)
+            case .endRun, .cancelPassedOn: break
+            }
+        }
+        for effect in effects {
+            switch effect {
             case .endRun(let operation):
                 // Not started yet: the operation finishes when its queue runs it (it sees the run is over).
                 operation.finish()
             case .finished(let task, let result):
                 task.didFinish(with: result)
                 task.delegate?.task(task, didFinishWith: result)
-                tell(.taskFinished(task, result: result))
             case .failed(let task, let error):
                 task.didFail(with: error)
                 task.delegate?.task(task, didFailWith: error)
                 workflow.delegate?.workflow(workflow, task: task, didFailWith: error)
-                tell(.taskFailed(task, error: error))
             case .cancelled(let task):
                 task.didCancel()
                 task.delegate?.taskDidCancel(task)
                 workflow.delegate?.workflow(workflow, taskDidCancel: task)
-                tell(.taskCancelled(task))
+            case .cancelPassedOn(let task):
+                task.cancelPassedOn()
             case .retried(let task):
                 task.didRetry()
-                tell(.taskRetried(task))
             case .reset(let task):
                 task.didReset()
-                tell(.taskReset(task))
             case .workflowFinished:
                 workflow.delegate?.workflowDidFinish(workflow)
-                tell(.workflowFinished)
+            case .announce, .startRun:
+                break
             }
+        }
+        for case .startRun(let operation) in effects {
+            try? workflow.queue.addOperation(operation)
         }
     }
 
