@@ -190,16 +190,18 @@ open class GroupOperation: ProcedureOperation, @unchecked Sendable {
     ///
     /// - Parameter error: The error the group was cancelled with, or `nil`.
     open override func procedureDidCancel(with error: (any Error)?) {
-        childLock.withLock {
+        // Held back while the children are cancelled: otherwise a cancelled child that finishes
+        // at once frees a slot, and a child not cancelled yet may start (and finish) meanwhile.
+        let resumeTo = childLock.withLock { () -> Bool in
             cancelled = true
-            // Not started: let the cancelled children finish (their completion blocks run); the
+            // Not started: the cancelled children finish (their completion blocks run); the
             // group finishes without executing once they have (see `finishWithoutExecuting`).
-            if !started {
-                started = true
-                childQueue.isSuspended = userSuspended
-            }
+            started = true
+            childQueue.isSuspended = true
+            return userSuspended
         }
         childQueue.cancelAllOperations()
+        childLock.withLock { childQueue.isSuspended = resumeTo || userSuspended }
     }
 
     /// Stops the group from taking more children. Overrides must call `super`.
