@@ -68,9 +68,11 @@ extension Workflow {
     /// name and state, then Finish; below, under "Prerequisites:", every prerequisite edge
     /// (`A ───> C`, with `[key]` if keyed).
     ///
-    /// The arrows are drawn on the first row only and join columns, not tasks: the list of edges
-    /// says which task waits for which. The graph and the states are read in one critical
-    /// section, so they are consistent.
+    /// Arrows are drawn only along edges that can be shown in one line: from Start into the first
+    /// row's first task, between two boxes side by side when the right one has the left one as a
+    /// prerequisite, and into Finish from the first row's last box when that task has no
+    /// dependents. The list of edges is complete. The graph and the states are read in one
+    /// critical section, so they are consistent.
     /// - Returns: The drawing, ending with a newline; trailing spaces are trimmed.
     public func asciiDiagram() -> String {
         let snapshot = self.snapshot()

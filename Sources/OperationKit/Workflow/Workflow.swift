@@ -157,7 +157,7 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
     public var isFinished: Bool { WorkflowLock.lock.withLock { finishedSinkCount == sinkCount } }
 
     /// The workflow's delegate, held weakly. It is told on the thread that caused the change,
-    /// after the task's hook and delegate, with no lock held.
+    /// after the workflow's events, the task's hook and the task's delegate, with no lock held.
     public var delegate: (any WorkflowDelegate)? {
         get { WorkflowLock.lock.withLock { _delegate } }
         set { WorkflowLock.lock.withLock { _delegate = newValue } }
@@ -167,11 +167,12 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
     /// every stream gets every event. It ends when the workflow is released or the consumer stops;
     /// events are buffered without limit.
     ///
-    /// Events are yielded on the thread that caused them, after the hooks and delegates. The
-    /// events of one change come in order, and an event caused by another (a dependent started by
-    /// a finish) comes after it; but changes made on different threads at the same time may
-    /// interleave — with two prerequisites finishing together, the dependent's start can come
-    /// before the other prerequisite's finish.
+    /// Events are yielded on the thread that caused them, all the events of one change before its
+    /// hooks and delegates. They come in the order they were decided, and a change made from a
+    /// hook or delegate tells its events after those of the change that called it; but changes
+    /// made on different threads at the same time may interleave — with two prerequisites
+    /// finishing together, the dependent's start can come before the other prerequisite's
+    /// finish.
     public var events: AsyncStream<WorkflowEvent> {
         let (stream, continuation) = AsyncStream.makeStream(of: WorkflowEvent.self)
         let id = WorkflowLock.lock.withLock {
@@ -259,7 +260,8 @@ public enum WorkflowEvent: Sendable, CustomStringConvertible {
     /// ``Workflow/start()``, ``Workflow/cancel()``, ``Workflow/retry()`` or ``Workflow/reset()``
     /// was called: told before any task changes.
     case willStart, willCancel, willRetry, willReset
-    /// A run of the task started: it is executing, and its operation is about to be queued.
+    /// A run of the task started: it is executing, and its operation is queued once the change's
+    /// hooks and delegates have run.
     case taskStarted(WorkflowTask)
     /// A run of the task finished with `result`.
     case taskFinished(WorkflowTask, result: (any Sendable)?)
@@ -297,8 +299,8 @@ public enum WorkflowEvent: Sendable, CustomStringConvertible {
 /// (Task.framework's `TSKWorkflowDelegate`); set it as ``Workflow/delegate``, which holds it
 /// weakly.
 ///
-/// Methods have empty defaults. They run on the thread that caused the change, after the task's
-/// hook and delegate and before the matching event of ``Workflow/events``, never under a lock.
+/// Methods have empty defaults. They run on the thread that caused the change, after the
+/// workflow's events, the task's hook and the task's delegate, never under a lock.
 public protocol WorkflowDelegate: AnyObject, Sendable {
     /// Every task without dependents has finished (at once, for an empty workflow that was
     /// started).
@@ -319,9 +321,20 @@ public protocol WorkflowDelegate: AnyObject, Sendable {
 
 extension WorkflowDelegate {
     /// Does nothing.
+    ///
+    /// - Parameter workflow: The workflow.
     public func workflowDidFinish(_ workflow: Workflow) {}
     /// Does nothing.
+    ///
+    /// - Parameters:
+    ///   - workflow: The workflow.
+    ///   - task: The task, now failed.
+    ///   - error: The run's error.
     public func workflow(_ workflow: Workflow, task: WorkflowTask, didFailWith error: any Error) {}
     /// Does nothing.
+    ///
+    /// - Parameters:
+    ///   - workflow: The workflow.
+    ///   - task: The task, now cancelled.
     public func workflow(_ workflow: Workflow, taskDidCancel task: WorkflowTask) {}
 }

@@ -17,16 +17,18 @@ import Dispatch
 /// }
 /// ```
 ///
-/// A task does nothing until it is added to a workflow (``Workflow/add(_:prerequisites:keyedPrerequisites:)``).
-/// It then starts when it is started (by ``start()`` or ``Workflow/start()``) and ready, or as
-/// soon as its last unfinished prerequisite finishes; each run executes as an operation on the
-/// workflow's ``Workflow/queue``. Its state follows Task.framework's table
-/// (``WorkflowTaskState``); ``cancel()``, ``retry()`` and ``reset()`` reach all its dependents.
-/// A finish or fail from a run that was cancelled or reset is ignored.
+/// A task does nothing until it is added to a workflow
+/// (``Workflow/add(_:prerequisites:keyedPrerequisites:)``). It then starts when it is started (by
+/// ``start()`` or ``Workflow/start()``) and ready, or as soon as its last unfinished prerequisite
+/// finishes; each run executes as an operation on the workflow's ``Workflow/queue``. Its state
+/// follows Task.framework's table (``WorkflowTaskState``); ``cancel()``, ``retry()`` and
+/// ``reset()`` reach all its dependents. A finish or fail from a run that was cancelled or reset
+/// is ignored.
 ///
-/// The hooks (``didFinish(with:)`` and the others), the ``delegate`` and the workflow's delegate
-/// and events are called on the thread that caused the change, after it, with no lock held. A
-/// task holds its workflow weakly: keep a reference to the workflow while it runs.
+/// The workflow's events, the hooks (``didFinish(with:)`` and the others), the ``delegate`` and
+/// the workflow's delegate are called in that order, on the thread that caused the change, after
+/// it, with no lock held. A task holds its workflow weakly: keep a reference to the workflow while
+/// it runs.
 open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by `WorkflowLock.lock`
     /// A name for logs, errors and diagrams.
     public let name: String
@@ -77,27 +79,28 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     /// superclass's keys.
     open var requiredPrerequisiteKeys: Set<String> { [] }
 
-    /// Called after the task was cancelled, before its delegate, the workflow's delegate and the
-    /// workflow's events are told. Runs on the thread that cancelled it, with no lock held; the
-    /// run that was in progress, if any, is already over.
+    /// Called after the task was cancelled and the workflow's events were told, before its
+    /// delegate and the workflow's delegate. Runs on the thread that cancelled it, with no lock
+    /// held; the run that was in progress, if any, is already over. Not called when a cancel
+    /// reaches a task that is finished, failed or cancelled.
     open func didCancel() {}
-    /// Called after the task was reset (its result, error and finish time cleared), before the
-    /// workflow's events are told. Runs on the thread that reset it, with no lock held. Not called
+    /// Called after the task was reset (its result, error and finish time cleared) and the
+    /// workflow's events were told. Runs on the thread that reset it, with no lock held. Not called
     /// when a reset reaches a pending task, which has nothing to reset.
     open func didReset() {}
-    /// Called after the task was retried (its result, error and finish time cleared), before the
-    /// workflow's events are told and before its new run, if it starts at once, is queued. Runs
-    /// on the thread that retried it, with no lock held.
+    /// Called after the task was retried (its result, error and finish time cleared) and the
+    /// workflow's events were told, before its new run, if it starts at once, is queued. Runs on
+    /// the thread that retried it, with no lock held.
     open func didRetry() {}
-    /// Called after a run finished with `result`, before the task's delegate and the workflow's
-    /// events are told and before the dependents this finish released are queued. Runs on the
+    /// Called after a run finished with `result` and the workflow's events were told, before the
+    /// task's delegate and before the dependents this finish released are queued. Runs on the
     /// thread that finished the run, with no lock held. (A dependent released by another
     /// prerequisite finishing meanwhile, on another thread, may already be running.)
     /// - Parameter result: The run's result.
     open func didFinish(with result: (any Sendable)?) {}
-    /// Called after a run failed with `error`, before the task's delegate, the workflow's delegate
-    /// and the workflow's events are told. Runs on the thread that failed the run, with no lock
-    /// held.
+    /// Called after a run failed with `error` and the workflow's events were told, before the
+    /// task's delegate and the workflow's delegate. Runs on the thread that failed the run, with
+    /// no lock held.
     /// - Parameter error: The run's error.
     open func didFail(with error: any Error) {}
 
@@ -116,7 +119,7 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     /// been released (a task holds its workflow weakly).
     public var containingWorkflow: Workflow? { WorkflowLock.lock.withLock { workflow } }
     /// The task's delegate, held weakly. It is told on the thread that caused the change, after
-    /// the task's hook, with no lock held.
+    /// the workflow's events and the task's hook, with no lock held.
     public var delegate: (any WorkflowTaskDelegate)? {
         get { WorkflowLock.lock.withLock { _delegate } }
         set { WorkflowLock.lock.withLock { _delegate = newValue } }
@@ -125,10 +128,11 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     /// The current (or last) run, whose ``WorkflowTaskRun/finish(with:)`` and
     /// ``WorkflowTaskRun/fail(with:)`` are ignored once it is no longer the current run.
     ///
-    /// Read it at the beginning of ``main()`` and hand it to asynchronous work: if the task is
-    /// cancelled or reset meanwhile, and perhaps started again, the late finish of the old run
-    /// changes nothing. (Before the first run its ``WorkflowTaskRun/number`` is 0, and finishing
-    /// through it does nothing.)
+    /// Inside ``main()``, on the thread running it, this is the run being executed, even if the
+    /// task has been reset and started again since. Read it there and hand it to asynchronous
+    /// work: if the task is cancelled or reset meanwhile, and perhaps started again, the late
+    /// finish of the old run changes nothing. Elsewhere it is the task's latest run. (Before the
+    /// first run its ``WorkflowTaskRun/number`` is 0, and finishing through it does nothing.)
     public var currentRun: WorkflowTaskRun {
         // Inside `main()` (on the thread running it), the run being executed: the task may have
         // been reset and started again since that run's operation began.
@@ -159,8 +163,8 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     /// Called inside ``main()``, on its thread, it finishes the run being executed (ignored if
     /// that run is over). Called elsewhere it finishes whichever run is current, including a
     /// newer run started after a cancel and a retry: from asynchronous work, finish through the
-    /// run read from ``currentRun`` instead. The hook, the delegate and the workflow's events are called on the
-    /// calling thread before this returns.
+    /// run read from ``currentRun`` instead. The workflow's events, the hook and the delegate are
+    /// called on the calling thread before this returns.
     /// - Parameter result: The run's result, readable as ``result`` and by the dependents.
     public func finish(with result: (any Sendable)?) {
         attachedWorkflow?.perform { [run = executingRunNumber] in $0.finish(self, run: run, result: result) }
@@ -171,8 +175,8 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     ///
     /// Like ``finish(with:)``: inside ``main()`` it fails the run being executed; elsewhere
     /// whichever run is current, so from asynchronous work fail through the run read from
-    /// ``currentRun``. The hook and the delegates are called on the
-    /// calling thread before this returns.
+    /// ``currentRun``. The workflow's events, the hook and the delegates are called on the calling
+    /// thread before this returns.
     /// - Parameter error: Why the run failed, readable as ``error``.
     public func fail(with error: any Error) {
         attachedWorkflow?.perform { [run = executingRunNumber] in $0.fail(self, run: run, error: error) }
@@ -213,8 +217,9 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
 
     // MARK: Prerequisite results
 
-    /// The result of the first prerequisite that has one, in the order of ``allPrerequisiteResults``;
-    /// `nil` if none has one. Meant for a task with a single prerequisite.
+    /// The result of the first prerequisite that has one, in the order of
+    /// ``allPrerequisiteResults``; `nil` if none has one. Meant for a task with a single
+    /// prerequisite.
     public var anyPrerequisiteResult: (any Sendable)? {
         WorkflowLock.lock.withLock { prerequisites().lazy.compactMap { $0._result }.first }
     }
@@ -301,7 +306,7 @@ public struct WorkflowTaskRun: Sendable {
 
     /// Finishes this run with `result`, if it is still the task's current run and executing: the
     /// task is finished and every pending dependent whose prerequisites have now all finished
-    /// starts. Otherwise does nothing. The hook, the delegate and the workflow's events are called
+    /// starts. Otherwise does nothing. The workflow's events, the hook and the delegate are called
     /// on the calling thread before this returns.
     /// - Parameter result: The run's result, readable as ``WorkflowTask/result`` and by the
     ///   dependents.
@@ -310,8 +315,8 @@ public struct WorkflowTaskRun: Sendable {
     }
 
     /// Fails this run with `error`, if it is still the task's current run and executing: the task
-    /// is failed and its dependents stay pending. Otherwise does nothing. The hook and the
-    /// delegates are called on the calling thread before this returns.
+    /// is failed and its dependents stay pending. Otherwise does nothing. The workflow's events,
+    /// the hook and the delegates are called on the calling thread before this returns.
     /// - Parameter error: Why the run failed, readable as ``WorkflowTask/error``.
     public func fail(with error: any Error) {
         task.attachedWorkflow?.perform { $0.fail(task, run: number, error: error) }
@@ -321,9 +326,8 @@ public struct WorkflowTaskRun: Sendable {
 /// Told when a task finishes, fails or is cancelled (Task.framework's `TSKTaskDelegate`); set it
 /// as ``WorkflowTask/delegate``, which holds it weakly.
 ///
-/// Methods have empty defaults. They run on the thread that caused the change, after the task's
-/// hook and before the workflow's delegate and the matching event of ``Workflow/events``, never
-/// under a lock.
+/// Methods have empty defaults. They run on the thread that caused the change, after the
+/// workflow's events and the task's hook and before the workflow's delegate, never under a lock.
 public protocol WorkflowTaskDelegate: AnyObject, Sendable {
     /// A run of `task` finished.
     /// - Parameters:
@@ -342,10 +346,20 @@ public protocol WorkflowTaskDelegate: AnyObject, Sendable {
 
 extension WorkflowTaskDelegate {
     /// Does nothing.
+    ///
+    /// - Parameters:
+    ///   - task: The task, now finished.
+    ///   - result: The run's result.
     public func task(_ task: WorkflowTask, didFinishWith result: (any Sendable)?) {}
     /// Does nothing.
+    ///
+    /// - Parameters:
+    ///   - task: The task, now failed.
+    ///   - error: The run's error.
     public func task(_ task: WorkflowTask, didFailWith error: any Error) {}
     /// Does nothing.
+    ///
+    /// - Parameter task: The task, now cancelled.
     public func taskDidCancel(_ task: WorkflowTask) {}
 }
 

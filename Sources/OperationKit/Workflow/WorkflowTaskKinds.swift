@@ -85,8 +85,7 @@ public final class MethodTask<Target: AnyObject & Sendable>: WorkflowTask, @unch
 /// ``OperationError/Code-swift.struct/externalConditionNotFulfilled``. ``fulfill(with:)`` counts
 /// once: a failed or cancelled task is retried, a ready one started, and it finishes with the
 /// value; a pending one finishes with it once its prerequisites have finished. A reset that
-/// changes the task's state clears the fulfilment; a reset that reaches it while it is pending
-/// does not.
+/// reaches the task clears the fulfilment, whatever the task's state.
 ///
 /// ```swift
 /// let input = ExternalConditionTask(name: "input")
@@ -148,10 +147,11 @@ public final class ExternalConditionTask: WorkflowTask, @unchecked Sendable {
 /// sub-task fails, and is cancelled when a sub-task is (failure wins). The sub-workflow's tasks
 /// run on the sub-workflow's own queue.
 ///
-/// When a cancel, retry or reset changes this task's state, the task does the same to the
-/// sub-workflow (from its hooks, on the same thread), except that a cancel caused by a sub-task
-/// leaves the sub-workflow as it is. One that leaves the task's state alone — a cancel of a
-/// finished task, a reset of a pending one — does not reach the sub-workflow.
+/// A cancel that reaches this task cancels the sub-workflow too, whatever the task's state
+/// (as Task.framework does), except a cancel caused by a sub-task, which leaves the sub-workflow
+/// as it is. A retry or reset that changes this task's state does the same to the sub-workflow;
+/// one that leaves it alone — a retry of a finished task, a reset of a pending one — does not.
+/// All of this happens after the change, on the same thread.
 public final class SubworkflowTask: WorkflowTask, @unchecked Sendable {
     /// The workflow this task runs.
     public let subworkflow: Workflow
@@ -221,8 +221,15 @@ public final class SubworkflowTask: WorkflowTask, @unchecked Sendable {
     /// Cancels this task (and its dependents) without cancelling the sub-workflow.
     private func cancelSelfOnly() {
         attachedWorkflow?.perform { transaction in
-            cancellingSelfOnly = true
-            transaction.cancel(from: [self])
+            // Only if the cancel changes this task's state: then `didCancel` runs and clears the
+            // flag (and no `cancelPassedOn` reaches the sub-workflow).
+            switch lifecycle.state {
+            case .pending, .ready, .executing:
+                cancellingSelfOnly = true
+                transaction.cancel(from: [self])
+            case .finished, .failed, .cancelled:
+                break
+            }
         }
     }
 
@@ -235,13 +242,13 @@ public final class SubworkflowTask: WorkflowTask, @unchecked Sendable {
         if !selfOnly { subworkflow.cancel() }
     }
 
-    /// Resets the sub-workflow.
     /// A cancel that found this task already finished, failed or cancelled still reaches the
     /// sub-workflow (Task.framework cancels the sub-workflow first, always).
     override func cancelPassedOn() {
         subworkflow.cancel()
     }
 
+    /// Resets the sub-workflow.
     public override func didReset() {
         subworkflow.reset()
     }

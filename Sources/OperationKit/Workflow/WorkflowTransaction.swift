@@ -1,6 +1,6 @@
 /// One change to a workflow: decided under `WorkflowLock.lock` (the `mutating func`s), then
-/// performed without it (``performEffects()``): runs started and ended, hooks, delegates and
-/// events, in the order they were decided.
+/// performed without it (``performEffects()``): first every event, then the ended runs, hooks
+/// and delegates, each pass in the order decided, and last the new runs queued.
 struct WorkflowTransaction {
     enum Effect {
         case announce(WorkflowEvent)
@@ -201,9 +201,6 @@ struct WorkflowTransaction {
         }
         for effect in effects {
             switch effect {
-            case .endRun(let operation):
-                // Not started yet: the operation finishes when its queue runs it (it sees the run is over).
-                operation.finish()
             case .finished(let task, let result):
                 task.didFinish(with: result)
                 task.delegate?.task(task, didFinishWith: result)
@@ -223,12 +220,18 @@ struct WorkflowTransaction {
                 task.didReset()
             case .workflowFinished:
                 workflow.delegate?.workflowDidFinish(workflow)
-            case .announce, .startRun:
+            case .announce, .startRun, .endRun:
                 break
             }
         }
+        // New runs are added before the ended ones' operations finish, so the workflow's queue is
+        // never empty in the middle of a workflow.
         for case .startRun(let operation) in effects {
             try? workflow.queue.addOperation(operation)
+        }
+        for case .endRun(let operation) in effects {
+            // Not started yet: the operation finishes when its queue runs it (it sees the run is over).
+            operation.finish()
         }
     }
 
