@@ -27,6 +27,11 @@ let package = Package(
             dependencies: ["OperationKit"],
             path: "Examples/Connection"
         ),
+        .executableTarget(
+            name: "Workflows",
+            dependencies: ["OperationKit"],
+            path: "Examples/Workflows"
+        ),
         .target(
             name: "OperationKitTestSupport",
             dependencies: ["OperationKit"]

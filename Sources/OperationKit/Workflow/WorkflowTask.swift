@@ -184,11 +184,12 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
 
     /// Cancels the task (pending, ready or executing → cancelled) and all its dependents, direct
     /// or not — whatever the task's own state: cancelling a finished task cancels its dependents
-    /// that have not finished. Finished and failed tasks keep their state.
+    /// that have not finished. Finished and failed tasks keep their state (a ``SubworkflowTask``
+    /// still passes the cancel on to its sub-workflow).
     ///
-    /// An executing run is over at once (its operation finishes), but ``main()`` is not
-    /// interrupted; a late finish or fail from the cancelled run is ignored. Hooks, delegates and
-    /// events are called on the calling thread before this returns.
+    /// An executing run is over at once (its operation finishes at the end of the change), but
+    /// ``main()`` is not interrupted; a late finish or fail from the cancelled run is ignored.
+    /// Events, hooks and delegates are called on the calling thread before this returns.
     public func cancel() {
         attachedWorkflow?.perform { $0.cancel(from: [self]) }
     }
@@ -196,7 +197,7 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     /// Retries the task if it failed or was cancelled: its result, error and finish time are
     /// cleared and it starts at once if its prerequisites have finished, else when they do. The
     /// retry reaches all its dependents, direct or not, whatever the task's own state; each
-    /// failed or cancelled one is retried the same way. Hooks and events are called on the
+    /// failed or cancelled one is retried the same way. Events and hooks are called on the
     /// calling thread before this returns.
     public func retry() {
         attachedWorkflow?.perform { $0.retry(from: [self]) }
@@ -207,10 +208,11 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     /// dependents, direct or not. A dependent that was ready becomes pending, since this task is
     /// no longer finished (Task.framework 1.1's reset fix).
     ///
-    /// An executing run is over at once (its operation finishes), but ``main()`` is not
-    /// interrupted; a late finish or fail from it is ignored. A pending task has nothing to reset:
-    /// it keeps its state and its ``didReset()`` is not called, but the reset still reaches its
-    /// dependents. Hooks and events are called on the calling thread before this returns.
+    /// An executing run is over at once (its operation finishes at the end of the change), but
+    /// ``main()`` is not interrupted; a late finish or fail from it is ignored. A pending task has
+    /// nothing to reset: it keeps its state and its ``didReset()`` is not called, but the reset
+    /// still reaches its dependents. Events and hooks are called on the calling thread before this
+    /// returns.
     public func reset() {
         attachedWorkflow?.perform { $0.reset(from: [self]) }
     }

@@ -1,6 +1,7 @@
 /// One change to a workflow: decided under `WorkflowLock.lock` (the `mutating func`s), then
-/// performed without it (``performEffects()``): first every event, then the ended runs, hooks
-/// and delegates, each pass in the order decided, and last the new runs queued.
+/// performed without it (``performEffects()``): first every event, then the hooks and
+/// delegates, each pass in the order decided; then the new runs are queued and, last, the
+/// operations of the ended runs finish.
 struct WorkflowTransaction {
     enum Effect {
         case announce(WorkflowEvent)
