@@ -17,8 +17,8 @@ import Dispatch
 ///
 /// Every method may be called from any thread. All workflows share one lock for their state, and
 /// no code of yours runs under it: hooks, delegates and events are called on the thread that
-/// caused the change, after it. Tasks hold their workflow weakly, so keep a reference to it while
-/// it runs: a task whose workflow has been released can no longer finish.
+/// caused the change, after it. Tasks hold their workflow weakly; each run's operation holds it
+/// until the run ends, so a running workflow stays alive.
 public final class Workflow: @unchecked Sendable {  // mutable state is protected by `WorkflowLock.lock`
     /// A name for logs, errors and diagrams.
     public let name: String

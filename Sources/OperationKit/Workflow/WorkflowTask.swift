@@ -27,8 +27,7 @@ import Dispatch
 ///
 /// The workflow's events, the hooks (``didFinish(with:)`` and the others), the ``delegate`` and
 /// the workflow's delegate are called in that order, on the thread that caused the change, after
-/// it, with no lock held. A task holds its workflow weakly: keep a reference to the workflow while
-/// it runs.
+/// it, with no lock held. A task holds its workflow weakly (a run in progress keeps it alive).
 open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by `WorkflowLock.lock`
     /// A name for logs, errors and diagrams.
     public let name: String
@@ -370,11 +369,20 @@ extension WorkflowTaskDelegate {
 final class WorkflowRunOperation: ConcurrentOperation, @unchecked Sendable {
     let task: WorkflowTask
     let run: Int
+    /// Keeps the workflow alive while the run is in its queue (tasks hold their workflow weakly).
+    let workflow: Workflow
 
-    init(task: WorkflowTask, run: Int) {
+    init(task: WorkflowTask, run: Int, workflow: Workflow) {
         self.task = task
         self.run = run
+        self.workflow = workflow
         super.init(name: "\(task.name) run \(run)")
+    }
+
+    /// The operation was cancelled on its queue before it executed: the run cannot happen, so the
+    /// task is cancelled (if this is still its current run) instead of staying executing.
+    override func didFinishWithoutExecuting() {
+        workflow.perform { $0.cancelRun(task, run: run) }
     }
 
     override func execute() {

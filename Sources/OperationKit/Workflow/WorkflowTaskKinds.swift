@@ -104,9 +104,9 @@ public final class ExternalConditionTask: WorkflowTask, @unchecked Sendable {
     /// Fulfils the condition with `value`. Only the first fulfilment counts (until a reset).
     ///
     /// If the task is failed or cancelled it is retried, if ready started, in both cases on the
-    /// calling thread; the run then finishes with `value`. If a run is in progress, it was
-    /// started before the fulfilment: it may already have decided to fail, in which case retry
-    /// the task.
+    /// calling thread; the run then finishes with `value`. A run in progress checks the
+    /// fulfilment and finishes or fails in one step, so either it sees this fulfilment and
+    /// finishes with it, or it has already failed and this call retries it.
     /// - Parameter value: The task's result once it runs.
     public func fulfill(with value: (any Sendable)?) {
         let state = WorkflowLock.lock.withLock { () -> WorkflowTaskState? in
@@ -124,11 +124,16 @@ public final class ExternalConditionTask: WorkflowTask, @unchecked Sendable {
     /// Finishes with the fulfilment's value, or fails with
     /// ``OperationError/Code-swift.struct/externalConditionNotFulfilled``.
     public override func main() {
-        let value = WorkflowLock.lock.withLock { fulfilment }
-        if let value {
-            finish(with: value.value)
-        } else {
-            fail(with: OperationError(.externalConditionNotFulfilled, operations: [name], "the external condition is not fulfilled"))
+        let run = currentRun.number
+        let notFulfilled = OperationError(.externalConditionNotFulfilled, operations: [name], "the external condition is not fulfilled")
+        // The check and the finish (or fail) in one step: a fulfilment arriving meanwhile either
+        // comes first (the run finishes with it) or finds the task failed (and retries it).
+        attachedWorkflow?.perform { transaction in
+            if let value = fulfilment {
+                transaction.finish(self, run: run, result: value.value)
+            } else {
+                transaction.fail(self, run: run, error: notFulfilled)
+            }
         }
     }
 
@@ -177,10 +182,9 @@ public final class SubworkflowTask: WorkflowTask, @unchecked Sendable {
         }
     }
 
-    deinit {
-        let (subworkflow, id) = (self.subworkflow, listenerID)
-        _ = WorkflowLock.lock.withLock { subworkflow.listeners.removeValue(forKey: id) }
-    }
+    // No deinit removing the listener: a deinit may run under `WorkflowLock.lock` (when the last
+    // reference goes while the lock is held), which it would then take again. The listener holds
+    // this task weakly, so after the task is gone it does nothing.
 
     /// Finishes, fails or cancels the task from the sub-workflow's state, or starts the
     /// sub-workflow (see ``SubworkflowTask``).

@@ -37,7 +37,7 @@ struct WorkflowTransaction {
     /// Starts a run of `task` if it is ready.
     mutating func start(_ task: WorkflowTask) {
         guard task.workflow === workflow, let run = task.lifecycle.start() else { return }
-        let operation = WorkflowRunOperation(task: task, run: run)
+        let operation = WorkflowRunOperation(task: task, run: run, workflow: workflow)
         task.runOperation = operation
         effects.append(.startRun(operation))
     }
@@ -62,6 +62,14 @@ struct WorkflowTransaction {
         workflow.failedCount += 1
         endRun(task)
         effects.append(.failed(task, error))
+    }
+
+    /// Cancels `task` if `run` is its current, executing run (its operation was cancelled on the
+    /// queue).
+    mutating func cancelRun(_ task: WorkflowTask, run: Int) {
+        guard task.workflow === workflow, task.lifecycle.state == .executing, task.lifecycle.run == run else { return }
+        task.runOperation = nil  // already finished
+        cancel(from: [task])
     }
 
     /// Cancels `roots` and all their dependents.
