@@ -55,15 +55,21 @@ extension ProcedureOperation {
 
     /// The dependencies the conditions produce, made once, when the queue adds the procedure.
     func conditionDependenciesToEnqueue() -> [ConcurrentOperation] {
-        let taken = machine.lock.withLock { () -> ([any OperationCondition], [ConcurrentOperation])? in
+        let taken = machine.lock.withLock { () -> [any OperationCondition]? in
             guard !conditions.isEmpty, !conditionDependenciesMade, procedureLifecycle.state == .initialized,
                   queueReference == nil, !procedureLifecycle.isCancelled
             else { return nil }
-            return (conditions, _dependencies.array)
+            return conditions
         }
-        guard let (conditions, directDependencies) = taken else { return [] }
-        let produced = conditions.flatMap { ProducedDependencies.of($0, for: self) }
+        guard let conditions = taken else { return [] }
+        // Usually no condition produces anything: no array is built then.
+        var produced: [ConcurrentOperation] = []
+        for condition in conditions {
+            let made = ProducedDependencies.of(condition, for: self)
+            if !made.isEmpty { produced.append(contentsOf: made) }
+        }
         guard !produced.isEmpty else { return [] }
+        let directDependencies = machine.lock.withLock { _dependencies.array }
         // Produced dependencies run after the procedure's own dependencies, then the conditions
         // are evaluated (ProcedureKit's order).
         for dependency in produced where !directDependencies.isEmpty {

@@ -108,8 +108,10 @@ extension ProcedureOperation {
                 return (nil, procedureLifecycle.state)
             }
             observers.append(observer)
-            observedEvents.formUnion(observer.observedEvents)
+            let wanted = observer.observedEvents
+            observedEvents.formUnion(wanted)
             // In the same step: no event reaches the observer before did attach.
+            guard wanted.contains(.didAttach) else { return (.skipped, procedureLifecycle.state) }
             return (enqueueEventLocked(.didAttach(observer)), procedureLifecycle.state)
         }
         guard let event else {
@@ -158,21 +160,15 @@ extension ProcedureOperation {
     func enqueueEventLocked(
         _ event: ProcedureEvent, waitForDelivery: Bool = false, then: (() -> Void)? = nil
     ) -> EventDisposition {
-        let observers: [any OperationObserver]
-        // Did attach goes to its own observer, which it carries: no list (and no allocation).
-        let listeners: ProcedureEventKinds
-        if case .didAttach(let observer) = event {
-            observers = []
-            listeners = observer.observedEvents
-        } else {
-            observers = self.observers
-            listeners = observedEvents.union(hookEvents)
-        }
         // An event nobody listens to is dropped — unless it carries the rest of a finish while
-        // another thread delivers, which must then wait its turn.
-        if !listeners.contains(event.kind) && (then == nil || !deliveringEvents) {
+        // another thread delivers, which must then wait its turn. (`addObserver` raises did attach
+        // only for an observer that wants it.)
+        let kind = event.kind
+        if kind != .didAttach && !observedEvents.union(hookEvents).contains(kind) && (then == nil || !deliveringEvents) {
             return .skipped
         }
+        // Did attach goes to its own observer, which it carries: no list (and no allocation).
+        let observers = kind == .didAttach ? [] : self.observers
         guard deliveringEvents else {
             deliveringEvents = true
             deliveringThread = .current
