@@ -97,6 +97,7 @@ extension ProcedureOperation {
     /// Starts evaluating `conditions`. Returns `true` if they were all decided before this
     /// returned and the procedure may go on at once on this worker.
     private func evaluate(_ conditions: [any OperationCondition], queue: ConcurrentOperationQueue) -> Bool {
+        if conditions.count == 1 { return evaluateOne(conditions[0], queue: queue) }
         let categories = conditions.reduce(into: Set<String>()) { $0.formUnion($1.mutuallyExclusiveCategories) }
         let evaluation = ConditionEvaluation(count: conditions.count, procedure: self, categories: categories, queue: queue)
         for (index, condition) in conditions.enumerated() {
@@ -104,6 +105,35 @@ extension ProcedureOperation {
         }
         guard let decided = evaluation.endOfStart() else { return false }
         return conditionsDecided(decided, categories: categories, queue: queue, onWorker: true)
+    }
+
+    /// One condition (the usual case): its evaluation state lives in the procedure, and the
+    /// completion captures only the procedure — no evaluation object.
+    private func evaluateOne(_ condition: any OperationCondition, queue: ConcurrentOperationQueue) -> Bool {
+        let categories = condition.mutuallyExclusiveCategories
+        machine.lock.withLock {
+            singleEvaluation = SingleConditionEvaluation(categories: categories, queue: queue)
+        }
+        condition.evaluate(for: self) { [self] result in singleConditionAnswered(result) }
+        let decided = machine.lock.withLock { () -> ConditionResult? in
+            singleEvaluation?.starting = false
+            return singleEvaluation?.decision
+        }
+        guard let decided else { return false }
+        return conditionsDecided(decided, categories: categories, queue: queue, onWorker: true)
+    }
+
+    private func singleConditionAnswered(_ result: ConditionResult) {
+        let late = machine.lock.withLock { () -> SingleConditionEvaluation? in
+            // A second completion of the condition is ignored.
+            guard var evaluation = singleEvaluation, evaluation.decision == nil else { return nil }
+            evaluation.decision = result
+            singleEvaluation = evaluation
+            return evaluation.starting ? nil : evaluation
+        }
+        if let late {
+            _ = conditionsDecided(result, categories: late.categories, queue: late.queue, onWorker: false)
+        }
     }
 
     /// The conditions decided. Returns whether the procedure goes on at once (only `onWorker`);
@@ -205,5 +235,18 @@ final class ConditionEvaluation: @unchecked Sendable {  // every field is protec
             starting = false
             return decision
         }
+    }
+}
+
+/// The evaluation of a procedure's only condition, kept in the procedure (under its lock).
+struct SingleConditionEvaluation {
+    var starting = true
+    var decision: ConditionResult?
+    let categories: Set<String>
+    let queue: ConcurrentOperationQueue
+
+    init(categories: Set<String>, queue: ConcurrentOperationQueue) {
+        self.categories = categories
+        self.queue = queue
     }
 }
