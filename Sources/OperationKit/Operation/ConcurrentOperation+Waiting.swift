@@ -52,12 +52,3 @@ extension Waiter {
         return false
     }
 }
-
-extension Duration {
-    var dispatchInterval: DispatchTimeInterval {
-        let (seconds, attoseconds) = components
-        let nanoseconds = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        if nanoseconds.overflow || seconds > Int64(Int.max / 2_000_000_000) { return .never }
-        return .nanoseconds(Int(nanoseconds.partialValue + attoseconds / 1_000_000_000))
-    }
-}

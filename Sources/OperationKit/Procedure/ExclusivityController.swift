@@ -78,7 +78,4 @@ enum ExclusivityController {
         }
         return granted
     }
-
-    /// The owners holding a category, for tests.
-    static var heldCategoryCount: Int { lock.withLock { holders.count } }
 }

@@ -110,10 +110,8 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
 
     /// Where the procedure is in its lifecycle. Readable from any thread.
     public var state: ProcedureState {
-        machine.lock.withLock {
-            let state = procedureLifecycle.state
-            return state == .initialized && queueReference != nil ? .pending : state
-        }
+        // The queue's claim moves the lifecycle to pending in the same critical section.
+        machine.lock.withLock { procedureLifecycle.state }
     }
 
     /// The errors the procedure collected, in the order they arrived: the error given to

@@ -184,11 +184,3 @@ public final class RetryOperation<Output: Sendable>: ResultProcedure<Output>, @u
         if waiting { finish() }
     }
 }
-
-extension Duration {
-    /// The duration in seconds, as a `Double`.
-    var seconds: Double {
-        let (seconds, attoseconds) = components
-        return Double(seconds) + Double(attoseconds) / 1e18
-    }
-}

@@ -23,8 +23,6 @@ final class StateTable<State: Hashable & Sendable>: Sendable {
     /// (entering or leaving actions, or a barrier), runs code after it.
     @usableFromInline let flags: [UInt8]
 
-    @inlinable var count: Int { states.count }
-
     /// Checks `definitions` and compiles them.
     /// - Throws: ``StateMachineError`` with `tooFewStates`, `duplicateState`, `finalStateWithExits`,
     ///   `finalStateWithLeavingActions` or `unknownState`.

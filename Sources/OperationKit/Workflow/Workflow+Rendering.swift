@@ -162,23 +162,6 @@ extension Workflow {
 }
 
 extension String {
-    /// Like `dotEscaped`, but keeps `\n` escapes as line breaks.
-    var dotEscapedKeepingNewlines: String {
-        var result = ""
-        var previousBackslash = false
-        for character in self {
-            if character == "\"" { result.append("\\") }
-            if character == "\\" && !previousBackslash {
-                previousBackslash = true
-                result.append(character)
-                continue
-            }
-            previousBackslash = false
-            result.append(character)
-        }
-        return result
-    }
-
     func replacingTrailingSpaces() -> String {
         var result = self
         while result.last == " " { result.removeLast() }
