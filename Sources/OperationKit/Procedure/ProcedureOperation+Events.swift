@@ -59,16 +59,24 @@ enum EventDisposition {
 public struct ProcedureEventKinds: OptionSet, Hashable, Sendable {
     public let rawValue: UInt8
 
+    /// Creates a set from its bits.
     public init(rawValue: UInt8) {
         self.rawValue = rawValue
     }
 
+    /// The did attach event.
     public static let didAttach = ProcedureEventKinds(rawValue: 1 << 0)
+    /// The will execute event.
     public static let willExecute = ProcedureEventKinds(rawValue: 1 << 1)
+    /// The did execute event.
     public static let didExecute = ProcedureEventKinds(rawValue: 1 << 2)
+    /// The did cancel event.
     public static let didCancel = ProcedureEventKinds(rawValue: 1 << 3)
+    /// The did produce event.
     public static let didProduce = ProcedureEventKinds(rawValue: 1 << 4)
+    /// The will finish event.
     public static let willFinish = ProcedureEventKinds(rawValue: 1 << 5)
+    /// The did finish event.
     public static let didFinish = ProcedureEventKinds(rawValue: 1 << 6)
     /// Every kind.
     public static let all = ProcedureEventKinds(rawValue: 0x7F)
@@ -214,26 +222,28 @@ extension ProcedureOperation {
     }
 
     private func deliver(_ event: ProcedureEvent, to observers: [any OperationObserver]) {
+        // Each observer is told only the kinds of event it wants.
+        let kind = event.kind
         switch event {
         case .didAttach(let observer):
             observer.didAttach(to: self)
         case .willExecute:
             procedureWillExecute()
-            for observer in observers { observer.willExecute(self) }
+            for observer in observers where observer.observedEvents.contains(kind) { observer.willExecute(self) }
         case .didExecute:
             procedureDidExecute()
-            for observer in observers { observer.didExecute(self) }
+            for observer in observers where observer.observedEvents.contains(kind) { observer.didExecute(self) }
         case .didCancel(let error):
             procedureDidCancel(with: error)
-            for observer in observers { observer.didCancel(self, with: error) }
+            for observer in observers where observer.observedEvents.contains(kind) { observer.didCancel(self, with: error) }
         case .didProduce(let operation):
-            for observer in observers { observer.procedure(self, didProduce: operation) }
+            for observer in observers where observer.observedEvents.contains(kind) { observer.procedure(self, didProduce: operation) }
         case .willFinish(let errors):
             procedureWillFinish(with: errors)
-            for observer in observers { observer.willFinish(self, with: errors) }
+            for observer in observers where observer.observedEvents.contains(kind) { observer.willFinish(self, with: errors) }
         case .didFinish(let errors):
             procedureDidFinish(with: errors)
-            for observer in observers { observer.didFinish(self, with: errors) }
+            for observer in observers where observer.observedEvents.contains(kind) { observer.didFinish(self, with: errors) }
         }
     }
 }
