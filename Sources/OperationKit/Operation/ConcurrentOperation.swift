@@ -301,6 +301,7 @@ open class ConcurrentOperation {
     @discardableResult
     final func finishAfterStart(asLastStep: Bool = false) -> Bool {
         let outcome = machine.finish {
+            willBecomeFinishedLocked()
             let taken = Finished(
                 completion: _completionBlock, queue: queueReference, dependencies: _dependencies,
                 registeredDependencyCount: processedDependencyCount, wasCancelled: machine.lifecycle.isCancelled)
@@ -411,6 +412,10 @@ open class ConcurrentOperation {
     /// the operation is not ready to start after all (a procedure whose conditions are still being
     /// evaluated); it is then put back in the ready list with ``ConcurrentOperationQueue/requeue(_:)``.
     func prepareToRun(on queue: ConcurrentOperationQueue) -> Bool { true }
+
+    /// Under `machine.lock`, in the step in which the operation becomes finished. Must not call
+    /// out. (A procedure's own lifecycle becomes finished in the same step.)
+    func willBecomeFinishedLocked() {}
 
     /// Under `machine.lock`: a queue has just claimed the operation. Must not call out.
     func didClaim() {}

@@ -35,7 +35,22 @@ struct PendingEvent {
     var event: ProcedureEvent
     var observers: [any OperationObserver]
     var delivered: DispatchSemaphore?
-    var then: (() -> Void)?
+    var then: AfterDelivery
+}
+
+/// What must run right after an event has been delivered: nothing, or the rest of a finish once
+/// will finish has been delivered. (An enum rather than a closure: no allocation per finish.)
+enum AfterDelivery {
+    case nothing
+    /// The rest of a finish after executing (see `ProcedureOperation.finishExecuted`).
+    case finishExecuted(asLastStep: Bool)
+    /// The rest of a finish without executing.
+    case finishWithoutExecuting
+
+    var isNothing: Bool {
+        if case .nothing = self { return true }
+        return false
+    }
 }
 
 /// What a thread that raised an event does next.
@@ -125,7 +140,7 @@ extension ProcedureOperation {
         guard let event else {
             throw OperationError(.tooLateToAddObserver, operations: [displayName], "the procedure is \(state)")
         }
-        handle(event, delivering: .didAttach(observer), then: nil)
+        handle(event, delivering: .didAttach(observer), then: .nothing)
     }
 
     /// The number of observers added; 0 again once the procedure has finished and let them go.
@@ -134,7 +149,7 @@ extension ProcedureOperation {
     /// Raises `event`. With `waitForDelivery`, returns only once it has been delivered — unless
     /// this thread is the one delivering, which delivers it after the event in progress. `then`
     /// runs right after the event is delivered (on the thread delivering, or on this one).
-    func emit(_ event: ProcedureEvent, waitForDelivery: Bool = false, then: (() -> Void)? = nil) {
+    func emit(_ event: ProcedureEvent, waitForDelivery: Bool = false, then: AfterDelivery = .nothing) {
         let disposition = machine.lock.withLock {
             enqueueEventLocked(event, waitForDelivery: waitForDelivery, then: then)
         }
@@ -145,34 +160,42 @@ extension ProcedureOperation {
     /// `event` and `then` are the ones given to ``enqueueEventLocked(_:waitForDelivery:then:)``.
     /// Returns the procedure's state as read when this thread ended the delivery, if it delivered.
     @discardableResult
-    func handle(_ disposition: EventDisposition, delivering event: ProcedureEvent, then: (() -> Void)?) -> ProcedureState? {
+    func handle(_ disposition: EventDisposition, delivering event: ProcedureEvent, then: AfterDelivery) -> ProcedureState? {
         switch disposition {
         case .deliverNow(let observers):
             deliver(event, to: observers)
-            then?()
+            run(then)
             return deliverQueuedEvents()
         case .wait(let delivered):
             delivered.wait()
-            then?()
+            run(then)
             return nil
         case .queued:
             return nil
         case .skipped:
-            then?()
+            run(then)
             return nil
+        }
+    }
+
+    private func run(_ after: AfterDelivery) {
+        switch after {
+        case .nothing: break
+        case .finishExecuted(let asLastStep): finishExecuted(asLastStep: asLastStep)
+        case .finishWithoutExecuting: finishedWithoutExecuting()
         }
     }
 
     /// Under `machine.lock`: queues `event`, in the same critical section as the state change it
     /// reports, so that no later event overtakes it.
     func enqueueEventLocked(
-        _ event: ProcedureEvent, waitForDelivery: Bool = false, then: (() -> Void)? = nil
+        _ event: ProcedureEvent, waitForDelivery: Bool = false, then: AfterDelivery = .nothing
     ) -> EventDisposition {
         // An event nobody listens to is dropped — unless it carries the rest of a finish while
         // another thread delivers, which must then wait its turn. (`addObserver` raises did attach
         // only for an observer that wants it.)
         let kind = event.kind
-        if kind != .didAttach && !observedEvents.union(hookEvents).contains(kind) && (then == nil || !deliveringEvents) {
+        if kind != .didAttach && !observedEvents.union(hookEvents).contains(kind) && (then.isNothing || !deliveringEvents) {
             return .skipped
         }
         // Did attach goes to its own observer, which it carries: no list (and no allocation).
@@ -188,12 +211,12 @@ extension ProcedureOperation {
             pendingEvents.append(PendingEvent(event: event, observers: observers, delivered: nil, then: then))
             return .queued
         }
-        if waitForDelivery || then != nil {
+        if waitForDelivery || !then.isNothing {
             let delivered = DispatchSemaphore(value: 0)
-            pendingEvents.append(PendingEvent(event: event, observers: observers, delivered: delivered, then: nil))
+            pendingEvents.append(PendingEvent(event: event, observers: observers, delivered: delivered, then: .nothing))
             return .wait(delivered)
         }
-        pendingEvents.append(PendingEvent(event: event, observers: observers, delivered: nil, then: nil))
+        pendingEvents.append(PendingEvent(event: event, observers: observers, delivered: nil, then: .nothing))
         return .queued
     }
 
@@ -216,7 +239,7 @@ extension ProcedureOperation {
         }) {
             deliver(current.event, to: current.observers)
             current.delivered?.signal()
-            current.then?()
+            run(current.then)
         }
         return state
     }

@@ -219,74 +219,116 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// The first finish: records `errors` and runs `record` (under the lock, so that a typed
     /// result is set in the same step), then finishes — or, if a ``produce(_:)`` is still adding
     /// its operation, lets that call finish once it is done.
-    func finishCollecting(_ errors: [any Error], then record: () -> Void = {}) -> Bool {
-        let (action, deferred, queue) = machine.lock.withLock {
-            () -> (ProcedureLifecycle.FinishAction, Bool, ConcurrentOperationQueue?) in
-            let action = procedureLifecycle.finish()
-            switch action {
+    ///
+    /// `asLastStep`: the caller is this module's own `execute()`, which returns right after (see
+    /// ``ConcurrentOperation/finishAfterStart(asLastStep:)``).
+    func finishCollecting(_ errors: [any Error], asLastStep: Bool = false, then record: () -> Void = {}) -> Bool {
+        enum Taken {
+            case ignored
+            /// A `produce(_:)` finishes it.
+            case deferred
+            /// The queue has listeners, to be told will-finish before the procedure's observers.
+            case tellQueueFirst(ConcurrentOperationQueue)
+            /// Did execute and will finish are queued already (no queue listener to tell first).
+            case queued(FinishEvents)
+        }
+        let taken = machine.lock.withLock { () -> Taken in
+            switch procedureLifecycle.finish() {
             case .finish:
                 if !errors.isEmpty { _errors.append(contentsOf: errors) }
                 record()
                 if activeProduces > 0 {
                     finishWaitsForProduce = true
-                    return (action, true, nil)
+                    return .deferred
                 }
+                if let queue = self.queue, queue.hasListeners.load(ordering: .acquiring) {
+                    return .tellQueueFirst(queue)
+                }
+                // The state change and the events in one step.
+                return .queued(enqueueFinishEventsLocked(executed: true, asLastStep: asLastStep))
             case .ignoreAlreadyFinishing:
                 _diagnostics.append("finish ignored: already \(procedureLifecycle.state) (errors given: \(errors.count))")
+                return .ignored
             case .refuseNotStarted:
                 _diagnostics.append("finish ignored: not executing, state \(procedureLifecycle.state)")
+                return .ignored
             }
-            return (action, false, self.queue)
         }
-        guard action == .finish else { return false }
-        if !deferred { completeFinish(executed: true, queue: .some(queue)) }
+        switch taken {
+        case .ignored:
+            return false
+        case .deferred:
+            break
+        case .tellQueueFirst(let queue):
+            completeFinish(executed: true, queue: queue, asLastStep: asLastStep)
+        case .queued(let events):
+            deliver(events, asLastStep: asLastStep)
+        }
         return true
     }
 
-    /// Finishing, from the state `finishing`: did execute (if not told yet) and will finish are
-    /// queued in one step; once will finish has been delivered, the base operation finishes
-    /// (completion block, dependents, waiters), mutual exclusivity is released and did finish is
-    /// told. If this thread is delivering the procedure's events (a finish from inside an
-    /// observer or hook), the rest of the finish runs right after will finish is delivered.
+    /// Did execute (if not told yet) and will finish, queued together.
+    struct FinishEvents {
+        var didExecute: EventDisposition?
+        var willFinish: EventDisposition
+        var errors: [any Error]
+    }
+
+    /// Under `machine.lock`, in the state `finishing`: queues did execute (if `executed` and not
+    /// told yet) and will finish, whose delivery is followed by the rest of the finish.
+    private func enqueueFinishEventsLocked(executed: Bool, asLastStep: Bool) -> FinishEvents {
+        var didExecute: EventDisposition?
+        if executed && !didExecuteEmitted {
+            didExecuteEmitted = true
+            didExecuteEmittedFlag.store(true, ordering: .releasing)
+            didExecute = enqueueEventLocked(.didExecute)
+        }
+        let willFinish = enqueueEventLocked(.willFinish(_errors), then: .finishExecuted(asLastStep: asLastStep))
+        return FinishEvents(didExecute: didExecute, willFinish: willFinish, errors: _errors)
+    }
+
+    private func deliver(_ events: FinishEvents, asLastStep: Bool) {
+        if let didExecute = events.didExecute { handle(didExecute, delivering: .didExecute, then: .nothing) }
+        handle(events.willFinish, delivering: .willFinish(events.errors), then: .finishExecuted(asLastStep: asLastStep))
+    }
+
+    /// Finishing, from the state `finishing`: the queue's will finish, then did execute (if not
+    /// told yet) and will finish, queued in one step; once will finish has been delivered, the
+    /// base operation finishes (completion block, dependents, waiters), mutual exclusivity is
+    /// released and did finish is told (``finishExecuted(asLastStep:)``). If this thread is
+    /// delivering the procedure's events (a finish from inside an observer or hook), the rest of
+    /// the finish runs right after will finish is delivered.
     ///
     /// `queue`: the procedure's queue if the caller read it in its critical section (`.some`), so
     /// that this need not take the lock to read it.
-    private func completeFinish(executed: Bool, queue: ConcurrentOperationQueue?? = nil) {
+    private func completeFinish(executed: Bool, queue: ConcurrentOperationQueue?? = nil, asLastStep: Bool = false) {
         (queue ?? machine.lock.withLock { self.queue })?.notifyDelegate(willFinish: self)
-        let rest = { [self] in
-            machine.lock.withLock { procedureLifecycle.finished() }
-            finishAfterStart()
-            didComplete()
-        }
-        let (didExecute, willFinish, errors) = machine.lock.withLock {
-            () -> (EventDisposition?, EventDisposition, [any Error]) in
-            var didExecute: EventDisposition?
-            if executed && !didExecuteEmitted {
-                didExecuteEmitted = true
-                didExecuteEmittedFlag.store(true, ordering: .releasing)
-                didExecute = enqueueEventLocked(.didExecute)
-            }
-            return (didExecute, enqueueEventLocked(.willFinish(_errors), then: rest), _errors)
-        }
-        if let didExecute { handle(didExecute, delivering: .didExecute, then: nil) }
-        handle(willFinish, delivering: .willFinish(errors), then: rest)
+        let events = machine.lock.withLock { enqueueFinishEventsLocked(executed: executed, asLastStep: asLastStep) }
+        deliver(events, asLastStep: asLastStep)
+    }
+
+    /// The rest of a finish after will finish was delivered.
+    func finishExecuted(asLastStep: Bool) {
+        finishAfterStart(asLastStep: asLastStep)
+        didComplete()
+    }
+
+    /// The rest of a finish without executing, after will finish was delivered.
+    func finishedWithoutExecuting() {
+        super.finishWithoutExecuting()
+        didComplete()
+    }
+
+    /// Under `machine.lock`, as the base operation becomes finished.
+    override func willBecomeFinishedLocked() {
+        procedureLifecycle.finished()
     }
 
     override func finishWithoutExecuting() {
         let (action, queue) = machine.lock.withLock { (procedureLifecycle.start(), self.queue) }
         precondition(action == .finishWithoutExecuting, "Internal inconsistency: \(action) for a cancelled procedure")
         queue?.notifyDelegate(willFinish: self)
-        let rest = { [self] in
-            machine.lock.withLock { procedureLifecycle.finished() }
-            finishWithoutExecutingInBase()
-            didComplete()
-        }
-        emit(.willFinish(errors), waitForDelivery: true, then: rest)
-    }
-
-    /// The base operation's finish without executing (a closure cannot call `super`).
-    private func finishWithoutExecutingInBase() {
-        super.finishWithoutExecuting()
+        emit(.willFinish(errors), waitForDelivery: true, then: .finishWithoutExecuting)
     }
 
     /// After the base operation finished: releases mutual exclusivity, tells did finish, and lets
@@ -305,7 +347,7 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
             return (holdsExclusivity, (conditions, observers), enqueueEventLocked(.didFinish(_errors)), _errors)
         }
         if exclusive { ExclusivityController.release(ObjectIdentifier(self)) }
-        handle(event, delivering: .didFinish(errors), then: nil)
+        handle(event, delivering: .didFinish(errors), then: .nothing)
         withExtendedLifetime(released) {}  // released without the lock
     }
 
@@ -323,7 +365,7 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
             if case .skipped = willExecute {
                 state = .executing
             } else if let willExecute {
-                state = handle(willExecute, delivering: .willExecute, then: nil)
+                state = handle(willExecute, delivering: .willExecute, then: .nothing)
             }
             // A stray finish() while will execute was delivered: the work does not run. (`state`
             // was read when this thread ended the delivery; otherwise read it now.)
@@ -351,7 +393,7 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
             didExecuteEmittedFlag.store(true, ordering: .releasing)
             return enqueueEventLocked(.didExecute)
         }
-        if let event { handle(event, delivering: .didExecute, then: nil) }
+        if let event { handle(event, delivering: .didExecute, then: .nothing) }
     }
 
     override func refusalOfManualStart() -> OperationError? {
@@ -398,7 +440,7 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
             if finishNow { finishWaitsForProduce = false }
             return (event, finishNow)
         }
-        if let event { handle(event, delivering: .didProduce(operation), then: nil) }
+        if let event { handle(event, delivering: .didProduce(operation), then: .nothing) }
         if finishNow { completeFinish(executed: true) }
         if let failure { throw failure }
     }
@@ -450,7 +492,7 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
         }
         guard action != .none else { return }
         if baseCancelled { makeRunnableAfterCancel(in: queue) }
-        if let event { handle(event, delivering: .didCancel(error), then: nil) }
+        if let event { handle(event, delivering: .didCancel(error), then: .nothing) }
         switch action {
         case .abandonEvaluation:
             queue?.requeue(self)

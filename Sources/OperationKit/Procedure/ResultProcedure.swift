@@ -58,6 +58,11 @@ open class ResultProcedure<Output: Sendable>: ProcedureOperation, @unchecked Sen
         finishCollecting([]) { self._output = .some(value as Any) }  // boxed as is: a nil `Output` stays a value
     }
 
+    /// ``finish(withValue:)`` from this module's own `execute()`, which returns right after.
+    func finishAsLastStep(withValue value: Output) {
+        _ = finishCollecting([], asLastStep: true) { self._output = .some(value as Any) }
+    }
+
     /// Finishes the procedure with `result`: with its value (``finish(withValue:)``), or with its
     /// error (``ProcedureOperation/finish(with:)``).
     ///
@@ -127,9 +132,9 @@ public final class ClosureProcedure<Output: Sendable>: ResultProcedure<Output>, 
         switch body {
         case .synchronous(let work):
             do {
-                finish(withValue: try work())
+                finishAsLastStep(withValue: try work())
             } catch {
-                finish(with: error)
+                _ = finishCollecting([error], asLastStep: true)
             }
         case .asynchronous(let work):
             work(self)
