@@ -58,6 +58,10 @@ public protocol OperationCondition: Sendable {
     ///   - completion: Call it exactly once, now or later, from any thread, with the answer; later
     ///     calls are ignored. A procedure cancelled meanwhile no longer waits for it.
     func evaluate(for procedure: ProcedureOperation, completion: @escaping @Sendable (ConditionResult) -> Void)
+    /// Not for use outside OperationKit: the answer of a condition that decides synchronously,
+    /// asked instead of ``evaluate(for:completion:)`` (no completion closure to allocate), or `nil`
+    /// to be evaluated with ``evaluate(for:completion:)``. The default returns `nil`.
+    func _evaluateImmediately(for procedure: ProcedureOperation) -> ConditionResult?
 }
 
 extension OperationCondition {
@@ -70,6 +74,8 @@ extension OperationCondition {
     /// - Parameter procedure: The procedure the condition belongs to.
     /// - Returns: `nil`.
     public func dependency(for procedure: ProcedureOperation) -> ConcurrentOperation? { nil }
+    /// `nil`: evaluated with ``evaluate(for:completion:)``.
+    public func _evaluateImmediately(for procedure: ProcedureOperation) -> ConditionResult? { nil }
 }
 
 /// A condition decided by a closure, synchronously.
@@ -114,6 +120,11 @@ public struct ClosureCondition: OperationCondition {
     ///   - completion: Called at once with the closure's answer.
     public func evaluate(for procedure: ProcedureOperation, completion: @escaping @Sendable (ConditionResult) -> Void) {
         completion(storage.decide(procedure))
+    }
+
+    /// The closure's answer (a procedure with this one condition asks it directly).
+    public func _evaluateImmediately(for procedure: ProcedureOperation) -> ConditionResult? {
+        storage.decide(procedure)
     }
 }
 

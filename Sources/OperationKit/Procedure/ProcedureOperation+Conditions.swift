@@ -28,6 +28,8 @@ extension ProcedureOperation {
             if first {
                 conditions.insert(condition, at: injectionConditionCount)
                 injectionConditionCount += 1
+            } else if conditions.isEmpty {
+                conditions = [condition]
             } else {
                 conditions.append(condition)
             }
@@ -84,20 +86,24 @@ extension ProcedureOperation {
     /// yet. Returns whether it goes on to start now.
     func prepareConditions(queue: ConcurrentOperationQueue) -> Bool {
         let (action, conditions) = machine.lock.withLock { () -> (ProcedureLifecycle.DependenciesAction, [any OperationCondition]) in
-            (procedureLifecycle.dependenciesFinished(hasConditions: !self.conditions.isEmpty), self.conditions)
+            let action = procedureLifecycle.dependenciesFinished(hasConditions: !self.conditions.isEmpty)
+            if action == .evaluateConditions && self.conditions.count == 1 {
+                singleEvaluationStarting = true
+                singleDecision = nil
+            }
+            return (action, self.conditions)
         }
         switch action {
         case .proceed:
             return true
         case .evaluateConditions:
-            return evaluate(conditions, queue: queue)
+            return conditions.count == 1 ? evaluateOne(conditions[0], queue: queue) : evaluate(conditions, queue: queue)
         }
     }
 
-    /// Starts evaluating `conditions`. Returns `true` if they were all decided before this
+    /// Starts evaluating several conditions. Returns `true` if they were all decided before this
     /// returned and the procedure may go on at once on this worker.
     private func evaluate(_ conditions: [any OperationCondition], queue: ConcurrentOperationQueue) -> Bool {
-        if conditions.count == 1 { return evaluateOne(conditions[0], queue: queue) }
         let categories = conditions.reduce(into: Set<String>()) { $0.formUnion($1.mutuallyExclusiveCategories) }
         let evaluation = ConditionEvaluation(count: conditions.count, procedure: self, categories: categories, queue: queue)
         for (index, condition) in conditions.enumerated() {
@@ -108,31 +114,32 @@ extension ProcedureOperation {
     }
 
     /// One condition (the usual case): its evaluation state lives in the procedure, and the
-    /// completion captures only the procedure — no evaluation object.
+    /// completion captures only the procedure — no evaluation object; a condition that answers
+    /// synchronously (``ClosureCondition``) is asked directly, without a completion.
     private func evaluateOne(_ condition: any OperationCondition, queue: ConcurrentOperationQueue) -> Bool {
-        let categories = condition.mutuallyExclusiveCategories
-        machine.lock.withLock {
-            singleEvaluation = SingleConditionEvaluation(categories: categories, queue: queue)
+        if let result = condition._evaluateImmediately(for: self) {
+            return conditionsDecided(result, categories: condition.mutuallyExclusiveCategories, queue: queue, onWorker: true)
         }
         condition.evaluate(for: self) { [self] result in singleConditionAnswered(result) }
         let decided = machine.lock.withLock { () -> ConditionResult? in
-            singleEvaluation?.starting = false
-            return singleEvaluation?.decision
+            singleEvaluationStarting = false
+            return singleDecision
         }
         guard let decided else { return false }
-        return conditionsDecided(decided, categories: categories, queue: queue, onWorker: true)
+        return conditionsDecided(decided, categories: condition.mutuallyExclusiveCategories, queue: queue, onWorker: true)
     }
 
     private func singleConditionAnswered(_ result: ConditionResult) {
-        let late = machine.lock.withLock { () -> SingleConditionEvaluation? in
-            // A second completion of the condition is ignored.
-            guard var evaluation = singleEvaluation, evaluation.decision == nil else { return nil }
-            evaluation.decision = result
-            singleEvaluation = evaluation
-            return evaluation.starting ? nil : evaluation
+        let late = machine.lock.withLock { () -> (any OperationCondition, ConcurrentOperationQueue)? in
+            // A second completion of the condition is ignored; so is one after the procedure
+            // stopped waiting (cancelled).
+            guard singleDecision == nil, procedureLifecycle.state == .evaluatingConditions else { return nil }
+            singleDecision = result
+            guard !singleEvaluationStarting, let condition = conditions.first, let queue = self.queue else { return nil }
+            return (condition, queue)
         }
-        if let late {
-            _ = conditionsDecided(result, categories: late.categories, queue: late.queue, onWorker: false)
+        if let (condition, queue) = late {
+            _ = conditionsDecided(result, categories: condition.mutuallyExclusiveCategories, queue: queue, onWorker: false)
         }
     }
 
@@ -235,18 +242,5 @@ final class ConditionEvaluation: @unchecked Sendable {  // every field is protec
             starting = false
             return decision
         }
-    }
-}
-
-/// The evaluation of a procedure's only condition, kept in the procedure (under its lock).
-struct SingleConditionEvaluation {
-    var starting = true
-    var decision: ConditionResult?
-    let categories: Set<String>
-    let queue: ConcurrentOperationQueue
-
-    init(categories: Set<String>, queue: ConcurrentOperationQueue) {
-        self.categories = categories
-        self.queue = queue
     }
 }

@@ -130,7 +130,9 @@ extension ProcedureOperation {
             guard procedureLifecycle.acceptsObservers && !machine.lifecycle.isFinished else {
                 return (nil, procedureLifecycle.state)
             }
-            observers.append(observer)
+            // (A literal allocates the array directly; appending to an empty one goes through
+            // the growth path.)
+            if observers.isEmpty { observers = [observer] } else { observers.append(observer) }
             let wanted = observer.observedEvents
             observedEvents.formUnion(wanted)
             // In the same step: no event reaches the observer before did attach.

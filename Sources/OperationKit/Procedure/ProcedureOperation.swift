@@ -52,8 +52,10 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// The events the class's hooks (`procedureWillExecute()`…) need; every kind unless a
     /// subclass of this module says it overrides none (``ClosureProcedure``…). Set in `init`.
     @exclusivity(unchecked) var hookEvents: ProcedureEventKinds = .all
-    /// The evaluation of a single condition, while it runs (see `evaluateOne`).
-    @exclusivity(unchecked) var singleEvaluation: SingleConditionEvaluation?
+    /// The evaluation of a single condition, while it runs (see `evaluateOne`): whether the
+    /// worker is still starting it, and its answer.
+    @exclusivity(unchecked) var singleEvaluationStarting = false
+    @exclusivity(unchecked) var singleDecision: ConditionResult?
     /// Whether the procedure asked for mutual exclusivity categories (so a cancel may withdraw).
     @exclusivity(unchecked) var exclusivityRequested = false
     /// Whether the queue has asked for the conditions' dependencies (they are made once).
@@ -342,7 +344,7 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
                 observers = []
                 observedEvents = []
                 producedDependencies = []
-                singleEvaluation = nil
+                singleDecision = nil
             }
             return (holdsExclusivity, (conditions, observers), enqueueEventLocked(.didFinish(_errors)), _errors)
         }
