@@ -17,9 +17,11 @@ struct ThreadIdentity {
     func isCurrent() -> Bool { pthread_equal(thread, pthread_self()) != 0 }
 }
 
-/// One lifecycle event of a procedure.
+/// One lifecycle event of a procedure. Every payload is one reference, so the enum is copied
+/// with a retain (an existential payload would make every copy a value-witness call).
 enum ProcedureEvent {
-    case didAttach(any OperationObserver)
+    /// Delivered only to the observer being attached (the event's observer list).
+    case didAttach
     case willExecute
     case didExecute
     case didCancel((any Error)?)
@@ -137,12 +139,12 @@ extension ProcedureOperation {
             observedEvents.formUnion(wanted)
             // In the same step: no event reaches the observer before did attach.
             guard wanted.contains(.didAttach) else { return (.skipped, procedureLifecycle.state) }
-            return (enqueueEventLocked(.didAttach(observer)), procedureLifecycle.state)
+            return (enqueueEventLocked(.didAttach, observers: [observer]), procedureLifecycle.state)
         }
         guard let event else {
             throw OperationError(.tooLateToAddObserver, operations: [displayName], "the procedure is \(state)")
         }
-        handle(event, delivering: .didAttach(observer), then: .nothing)
+        handle(event, delivering: .didAttach, then: .nothing)
     }
 
     /// The number of observers added; 0 again once the procedure has finished and let them go.
@@ -191,7 +193,8 @@ extension ProcedureOperation {
     /// Under `machine.lock`: queues `event`, in the same critical section as the state change it
     /// reports, so that no later event overtakes it.
     func enqueueEventLocked(
-        _ event: ProcedureEvent, waitForDelivery: Bool = false, then: AfterDelivery = .nothing
+        _ event: ProcedureEvent, observers attached: [any OperationObserver]? = nil, waitForDelivery: Bool = false,
+        then: AfterDelivery = .nothing
     ) -> EventDisposition {
         // An event nobody listens to is dropped — unless it carries the rest of a finish while
         // another thread delivers, which must then wait its turn. (`addObserver` raises did attach
@@ -200,8 +203,8 @@ extension ProcedureOperation {
         if kind != .didAttach && !observedEvents.union(hookEvents).contains(kind) && (then.isNothing || !deliveringEvents) {
             return .skipped
         }
-        // Did attach goes to its own observer, which it carries: no list (and no allocation).
-        let observers = kind == .didAttach ? [] : self.observers
+        // Did attach goes to the attached observer only.
+        let observers = attached ?? self.observers
         guard deliveringEvents else {
             deliveringEvents = true
             deliveringThread = .current
@@ -250,8 +253,8 @@ extension ProcedureOperation {
         // Each observer is told only the kinds of event it wants.
         let kind = event.kind
         switch event {
-        case .didAttach(let observer):
-            observer.didAttach(to: self)
+        case .didAttach:
+            for observer in observers { observer.didAttach(to: self) }
         case .willExecute:
             procedureWillExecute()
             for observer in observers where observer.observedEvents.contains(kind) { observer.willExecute(self) }
