@@ -25,14 +25,7 @@ extension ProcedureOperation {
             guard procedureLifecycle.acceptsConditions && machine.lifecycle.isReady else {
                 return (false, procedureLifecycle.state, nil)
             }
-            if first {
-                conditions.insert(condition, at: injectionConditionCount)
-                injectionConditionCount += 1
-            } else if conditions.isEmpty {
-                conditions = [condition]
-            } else {
-                conditions.append(condition)
-            }
+            storeConditionLocked(condition, first: first)
             return (true, procedureLifecycle.state, conditionDependenciesMade ? self.queue : nil)
         }
         guard accepted else {
@@ -53,20 +46,49 @@ extension ProcedureOperation {
 
     /// The number of conditions added, result injections (``ResultConsuming/injectResult(from:_:)``)
     /// included; 0 again once the procedure has finished and let them go.
-    public var conditionCount: Int { machine.lock.withLock { conditions.count } }
+    public var conditionCount: Int { machine.lock.withLock { conditionTotal } }
+
+    /// Under `machine.lock`: every condition, in evaluation order.
+    var conditionsLocked: [any OperationCondition] {
+        conditionTotal == 0 ? [] : [firstCondition] + moreConditions
+    }
+
+    /// Under `machine.lock`: stores a condition — inline if it is the first — before the
+    /// non-`first` ones if `first`.
+    private func storeConditionLocked(_ condition: any OperationCondition, first: Bool) {
+        defer { conditionTotal += 1 }
+        if conditionTotal == 0 {
+            firstCondition = condition
+            if first { injectionConditionCount += 1 }
+            return
+        }
+        var all = conditionsLocked
+        if first {
+            all.insert(condition, at: injectionConditionCount)
+            injectionConditionCount += 1
+        } else {
+            all.append(condition)
+        }
+        firstCondition = all[0]
+        moreConditions = Array(all.dropFirst())
+    }
 
     /// The dependencies the conditions produce, made once, when the queue adds the procedure.
     func conditionDependenciesToEnqueue() -> [ConcurrentOperation] {
-        let taken = machine.lock.withLock { () -> [any OperationCondition]? in
-            guard !conditions.isEmpty, !conditionDependenciesMade, procedureLifecycle.state == .initialized,
+        var first: any OperationCondition = NoCondition()
+        var more: [any OperationCondition] = []
+        let taken = machine.lock.withLock { () -> Bool in
+            guard conditionTotal > 0, !conditionDependenciesMade, procedureLifecycle.state == .initialized,
                   queueReference == nil, !procedureLifecycle.isCancelled
-            else { return nil }
-            return conditions
+            else { return false }
+            first = firstCondition
+            more = moreConditions
+            return true
         }
-        guard let conditions = taken else { return [] }
+        guard taken else { return [] }
         // Usually no condition produces anything: no array is built then.
-        var produced: [ConcurrentOperation] = []
-        for condition in conditions {
+        var produced = ProducedDependencies.of(first, for: self)
+        for condition in more {
             let made = ProducedDependencies.of(condition, for: self)
             if !made.isEmpty { produced.append(contentsOf: made) }
         }
@@ -85,19 +107,28 @@ extension ProcedureOperation {
     /// On the worker that took the procedure: evaluates its conditions if it has any and has not
     /// yet. Returns whether it goes on to start now.
     func prepareConditions(queue: ConcurrentOperationQueue) -> Bool {
-        let (action, conditions) = machine.lock.withLock { () -> (ProcedureLifecycle.DependenciesAction, [any OperationCondition]) in
-            let action = procedureLifecycle.dependenciesFinished(hasConditions: !self.conditions.isEmpty)
-            if action == .evaluateConditions && self.conditions.count == 1 {
+        enum Taken {
+            case proceed
+            case one
+            case several([any OperationCondition])
+        }
+        var single: any OperationCondition = NoCondition()
+        let taken = machine.lock.withLock { () -> Taken in
+            switch procedureLifecycle.dependenciesFinished(hasConditions: conditionTotal > 0) {
+            case .proceed:
+                return .proceed
+            case .evaluateConditions:
+                guard conditionTotal == 1 else { return .several(conditionsLocked) }
                 singleEvaluationStarting = true
                 singleDecision = nil
+                single = firstCondition
+                return .one
             }
-            return (action, self.conditions)
         }
-        switch action {
-        case .proceed:
-            return true
-        case .evaluateConditions:
-            return conditions.count == 1 ? evaluateOne(conditions[0], queue: queue) : evaluate(conditions, queue: queue)
+        switch taken {
+        case .proceed: return true
+        case .one: return evaluateOne(single, queue: queue)
+        case .several(let conditions): return evaluate(conditions, queue: queue)
         }
     }
 
@@ -135,8 +166,8 @@ extension ProcedureOperation {
             // stopped waiting (cancelled).
             guard singleDecision == nil, procedureLifecycle.state == .evaluatingConditions else { return nil }
             singleDecision = result
-            guard !singleEvaluationStarting, let condition = conditions.first, let queue = self.queue else { return nil }
-            return (condition, queue)
+            guard !singleEvaluationStarting, conditionTotal > 0, let queue = self.queue else { return nil }
+            return (firstCondition, queue)
         }
         if let (condition, queue) = late {
             _ = conditionsDecided(result, categories: condition.mutuallyExclusiveCategories, queue: queue, onWorker: false)
@@ -242,5 +273,12 @@ final class ConditionEvaluation: @unchecked Sendable {  // every field is protec
             starting = false
             return decision
         }
+    }
+}
+
+/// The placeholder in a procedure's inline condition slot while it has none.
+struct NoCondition: OperationCondition {
+    func evaluate(for procedure: ProcedureOperation, completion: @escaping @Sendable (ConditionResult) -> Void) {
+        completion(.satisfied)
     }
 }

@@ -35,7 +35,7 @@ enum ProcedureEvent {
 /// (the rest of a finish), when the thread delivering runs that.
 struct PendingEvent {
     var event: ProcedureEvent
-    var observers: [any OperationObserver]
+    var observers: ObserversToTell
     var delivered: DispatchSemaphore?
     var then: AfterDelivery
 }
@@ -55,12 +55,23 @@ enum AfterDelivery {
     }
 }
 
+/// The observers an event goes to: those the procedure had when it happened.
+enum ObserversToTell {
+    case none
+    /// The procedure's first observer, its only one then. Read without the lock when the event
+    /// is delivered: it does not change until the procedure lets go of its observers, which
+    /// happens only once nothing is being delivered.
+    case first
+    /// Several, in the order they were added (or the observer being attached, for did attach).
+    case list([any OperationObserver])
+}
+
 /// What a thread that raised an event does next.
 enum EventDisposition {
     /// Nothing was being delivered: deliver the event just raised to these observers (and run its
     /// `then`), then any raised meanwhile. The raising thread still holds the event, so it is not
     /// copied into a `PendingEvent` (events are large enums: each copy costs a value-witness call).
-    case deliverNow([any OperationObserver])
+    case deliverNow(ObserversToTell)
     /// Another thread delivers it: wait on the semaphore, then run your `then` yourself.
     case wait(DispatchSemaphore)
     /// Queued; the thread delivering (possibly this one, further up its stack) delivers it and
@@ -132,9 +143,8 @@ extension ProcedureOperation {
             guard procedureLifecycle.acceptsObservers && !machine.lifecycle.isFinished else {
                 return (nil, procedureLifecycle.state)
             }
-            // (A literal allocates the array directly; appending to an empty one goes through
-            // the growth path.)
-            if observers.isEmpty { observers = [observer] } else { observers.append(observer) }
+            if observerTotal == 0 { firstObserver = observer } else { moreObservers.append(observer) }
+            observerTotal += 1
             let wanted = observer.observedEvents
             observedEvents.formUnion(wanted)
             // In the same step: no event reaches the observer before did attach.
@@ -148,7 +158,7 @@ extension ProcedureOperation {
     }
 
     /// The number of observers added; 0 again once the procedure has finished and let them go.
-    public var observerCount: Int { machine.lock.withLock { observers.count } }
+    public var observerCount: Int { machine.lock.withLock { observerTotal } }
 
     /// Raises `event`. With `waitForDelivery`, returns only once it has been delivered — unless
     /// this thread is the one delivering, which delivers it after the event in progress. `then`
@@ -204,7 +214,16 @@ extension ProcedureOperation {
             return .skipped
         }
         // Did attach goes to the attached observer only.
-        let observers = attached ?? self.observers
+        let observers: ObserversToTell
+        if let attached {
+            observers = .list(attached)
+        } else if observerTotal == 0 {
+            observers = .none
+        } else if observerTotal == 1 {
+            observers = .first
+        } else {
+            observers = .list([firstObserver] + moreObservers)
+        }
         guard deliveringEvents else {
             deliveringEvents = true
             deliveringThread = .current
@@ -233,11 +252,17 @@ extension ProcedureOperation {
     @discardableResult
     func deliverQueuedEvents() -> ProcedureState {
         var state = ProcedureState.initialized
+        var released: Releasables?
         while let current = machine.lock.withLock({ () -> PendingEvent? in
             if pendingEvents.isEmpty {
                 deliveringEvents = false
                 deliveringThread = nil
                 state = procedureLifecycle.state
+                if releaseAfterDelivery {
+                    // Did finish was delivered: nothing comes after it.
+                    releaseAfterDelivery = false
+                    released = takeReleasablesLocked()
+                }
                 return nil
             }
             return pendingEvents.removeFirst()
@@ -246,32 +271,49 @@ extension ProcedureOperation {
             current.delivered?.signal()
             run(current.then)
         }
+        withExtendedLifetime(released) {}  // released without the lock
         return state
     }
 
-    private func deliver(_ event: ProcedureEvent, to observers: [any OperationObserver]) {
-        // Each observer is told only the kinds of event it wants.
-        let kind = event.kind
+    private func deliver(_ event: ProcedureEvent, to observers: ObserversToTell) {
         switch event {
         case .didAttach:
-            for observer in observers { observer.didAttach(to: self) }
-        case .willExecute:
-            procedureWillExecute()
-            for observer in observers where observer.observedEvents.contains(kind) { observer.willExecute(self) }
-        case .didExecute:
-            procedureDidExecute()
-            for observer in observers where observer.observedEvents.contains(kind) { observer.didExecute(self) }
-        case .didCancel(let error):
-            procedureDidCancel(with: error)
-            for observer in observers where observer.observedEvents.contains(kind) { observer.didCancel(self, with: error) }
-        case .didProduce(let operation):
-            for observer in observers where observer.observedEvents.contains(kind) { observer.procedure(self, didProduce: operation) }
-        case .willFinish(let errors):
-            procedureWillFinish(with: errors)
-            for observer in observers where observer.observedEvents.contains(kind) { observer.willFinish(self, with: errors) }
-        case .didFinish(let errors):
-            procedureDidFinish(with: errors)
-            for observer in observers where observer.observedEvents.contains(kind) { observer.didFinish(self, with: errors) }
+            if case .list(let attached) = observers {
+                for observer in attached { observer.didAttach(to: self) }
+            }
+            return
+        case .willExecute: procedureWillExecute()
+        case .didExecute: procedureDidExecute()
+        case .didCancel(let error): procedureDidCancel(with: error)
+        case .didProduce: break
+        case .willFinish(let errors): procedureWillFinish(with: errors)
+        case .didFinish(let errors): procedureDidFinish(with: errors)
+        }
+        switch observers {
+        case .none:
+            break
+        case .first:
+            tell(firstObserver, event)
+        case .list(let list):
+            for observer in list { tell(observer, event) }
+        }
+    }
+
+    /// Tells one observer, if it wants this kind of event.
+    private func tell(_ observer: any OperationObserver, _ event: ProcedureEvent) {
+        // Each observer is told only the kinds of event it wants.
+        guard observer.observedEvents.contains(event.kind) else { return }
+        switch event {
+        case .didAttach: observer.didAttach(to: self)
+        case .willExecute: observer.willExecute(self)
+        case .didExecute: observer.didExecute(self)
+        case .didCancel(let error): observer.didCancel(self, with: error)
+        case .didProduce(let operation): observer.procedure(self, didProduce: operation)
+        case .willFinish(let errors): observer.willFinish(self, with: errors)
+        case .didFinish(let errors): observer.didFinish(self, with: errors)
         }
     }
 }
+
+/// The placeholder in a procedure's inline observer slot while it has none.
+struct NoObserver: OperationObserver {}

@@ -43,10 +43,23 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     @exclusivity(unchecked) var _errors: [any Error] = []
     @exclusivity(unchecked) var _diagnostics: [String] = []
     @exclusivity(unchecked) var _finishesWhenCancelled = false
-    @exclusivity(unchecked) var conditions: [any OperationCondition] = []
+    /// The conditions: the first inline (most procedures have at most one: no array to allocate
+    /// and free), the others in `moreConditions`; `conditionTotal` counts them (`firstCondition`
+    /// is a placeholder while it is 0). Copied out under the lock to be called.
+    @exclusivity(unchecked) var firstCondition: any OperationCondition = NoCondition()
+    @exclusivity(unchecked) var moreConditions: [any OperationCondition] = []
+    @exclusivity(unchecked) var conditionTotal = 0
     /// How many of `conditions`, at the front, are result injections (evaluated first).
     @exclusivity(unchecked) var injectionConditionCount = 0
-    @exclusivity(unchecked) var observers: [any OperationObserver] = []
+    /// The observers, stored like the conditions. Once added, the first observer stays until
+    /// the procedure lets go of its observers after its last event was delivered: the thread
+    /// delivering an event reads it without the lock (see `ObserversToTell.first`).
+    @exclusivity(unchecked) var firstObserver: any OperationObserver = NoObserver()
+    @exclusivity(unchecked) var moreObservers: [any OperationObserver] = []
+    @exclusivity(unchecked) var observerTotal = 0
+    /// Did finish is queued: the thread that ends the delivery lets go of the observers and
+    /// conditions (see `takeReleasablesLocked`).
+    @exclusivity(unchecked) var releaseAfterDelivery = false
     /// The events some observer listens to (the union of their `observedEvents`).
     @exclusivity(unchecked) var observedEvents: ProcedureEventKinds = []
     /// The events the class's hooks (`procedureWillExecute()`…) need; every kind unless a
@@ -334,23 +347,70 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     }
 
     /// After the base operation finished: releases mutual exclusivity, tells did finish, and lets
-    /// go of conditions and observers (an observer may hold the procedure).
+    /// go of conditions and observers (an observer may hold the procedure), without the lock.
     private func didComplete() {
-        let (exclusive, released, event, errors) = machine.lock.withLock {
-            () -> (Bool, ([any OperationCondition], [any OperationObserver]), EventDisposition, [any Error]) in
-            defer {
-                holdsExclusivity = false
-                conditions = []
-                observers = []
-                observedEvents = []
-                producedDependencies = []
-                singleDecision = nil
+        enum Taken {
+            /// Nothing is being delivered, and no event can come after did finish: this thread
+            /// tells it directly (if anyone listens), to the observers it took out.
+            case direct(Releasables, tell: Bool)
+            /// Another event is being delivered (by this thread further up, or another): did
+            /// finish waits its turn, and the thread delivering lets go of the observers.
+            case queued(EventDisposition)
+        }
+        let (exclusive, taken, errors) = machine.lock.withLock { () -> (Bool, Taken, [any Error]) in
+            let exclusive = holdsExclusivity
+            holdsExclusivity = false
+            if !deliveringEvents {
+                let tell = observedEvents.union(hookEvents).contains(.didFinish)
+                return (exclusive, .direct(takeReleasablesLocked(), tell: tell), _errors)
             }
-            return (holdsExclusivity, (conditions, observers), enqueueEventLocked(.didFinish(_errors)), _errors)
+            releaseAfterDelivery = true
+            return (exclusive, .queued(enqueueEventLocked(.didFinish(_errors))), _errors)
         }
         if exclusive { ExclusivityController.release(ObjectIdentifier(self)) }
-        handle(event, delivering: .didFinish(errors), then: .nothing)
-        withExtendedLifetime(released) {}  // released without the lock
+        switch taken {
+        case .direct(let released, let tell):
+            if tell {
+                procedureDidFinish(with: errors)
+                if released.observerTotal > 0 { tellDidFinish(released.firstObserver, errors) }
+                for observer in released.moreObservers { tellDidFinish(observer, errors) }
+            }
+        case .queued(let event):
+            handle(event, delivering: .didFinish(errors), then: .nothing)
+        }
+    }
+
+    private func tellDidFinish(_ observer: any OperationObserver, _ errors: [any Error]) {
+        if observer.observedEvents.contains(.didFinish) { observer.didFinish(self, with: errors) }
+    }
+
+    /// What a finished procedure lets go of, without the lock.
+    struct Releasables {
+        var firstCondition: any OperationCondition
+        var moreConditions: [any OperationCondition]
+        var firstObserver: any OperationObserver
+        var moreObservers: [any OperationObserver]
+        var observerTotal: Int
+        var producedDependencies: [ConcurrentOperation]
+    }
+
+    /// Under `machine.lock`, once no event will be delivered any more: takes the conditions,
+    /// observers and produced dependencies out.
+    func takeReleasablesLocked() -> Releasables {
+        defer {
+            firstCondition = NoCondition()
+            moreConditions = []
+            conditionTotal = 0
+            firstObserver = NoObserver()
+            moreObservers = []
+            observerTotal = 0
+            observedEvents = []
+            producedDependencies = []
+            singleDecision = nil
+        }
+        return Releasables(
+            firstCondition: firstCondition, moreConditions: moreConditions, firstObserver: firstObserver,
+            moreObservers: moreObservers, observerTotal: observerTotal, producedDependencies: producedDependencies)
     }
 
     // MARK: Executing
@@ -399,7 +459,7 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     }
 
     override func refusalOfManualStart() -> OperationError? {
-        machine.lock.withLock { conditions.isEmpty }
+        machine.lock.withLock { conditionTotal == 0 }
             ? nil
             : OperationError(.requiresQueue, operations: [displayName], "only a queue evaluates conditions")
     }
