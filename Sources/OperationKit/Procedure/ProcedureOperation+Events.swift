@@ -252,7 +252,7 @@ extension ProcedureOperation {
     @discardableResult
     func deliverQueuedEvents() -> ProcedureState {
         var state = ProcedureState.initialized
-        var released: Releasables?
+        var released = false
         while let current = machine.lock.withLock({ () -> PendingEvent? in
             if pendingEvents.isEmpty {
                 deliveringEvents = false
@@ -261,7 +261,8 @@ extension ProcedureOperation {
                 if releaseAfterDelivery {
                     // Did finish was delivered: nothing comes after it.
                     releaseAfterDelivery = false
-                    released = takeReleasablesLocked()
+                    _ = markReleasedLocked()
+                    released = true
                 }
                 return nil
             }
@@ -271,7 +272,7 @@ extension ProcedureOperation {
             current.delivered?.signal()
             run(current.then)
         }
-        withExtendedLifetime(released) {}  // released without the lock
+        if released { releaseUnlocked() }
         return state
     }
 

@@ -349,68 +349,66 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// After the base operation finished: releases mutual exclusivity, tells did finish, and lets
     /// go of conditions and observers (an observer may hold the procedure), without the lock.
     private func didComplete() {
-        enum Taken {
-            /// Nothing is being delivered, and no event can come after did finish: this thread
-            /// tells it directly (if anyone listens), to the observers it took out.
-            case direct(Releasables, tell: Bool)
-            /// Another event is being delivered (by this thread further up, or another): did
-            /// finish waits its turn, and the thread delivering lets go of the observers.
-            case queued(EventDisposition)
-        }
-        let (exclusive, taken, errors) = machine.lock.withLock { () -> (Bool, Taken, [any Error]) in
+        // `nil`: another event is being delivered (by this thread further up, or another): did
+        // finish waits its turn, and the thread delivering lets go of the observers. Otherwise
+        // no event can come after did finish: this thread tells it directly (if anyone listens).
+        var queued: EventDisposition?
+        var observerCount = 0
+        var tellHooksAndObservers = false
+        let (exclusive, errors) = machine.lock.withLock { () -> (Bool, [any Error]) in
             let exclusive = holdsExclusivity
             holdsExclusivity = false
-            if !deliveringEvents {
-                let tell = observedEvents.union(hookEvents).contains(.didFinish)
-                return (exclusive, .direct(takeReleasablesLocked(), tell: tell), _errors)
+            if deliveringEvents {
+                releaseAfterDelivery = true
+                queued = enqueueEventLocked(.didFinish(_errors))
+            } else {
+                tellHooksAndObservers = observedEvents.union(hookEvents).contains(.didFinish)
+                observerCount = markReleasedLocked()
             }
-            releaseAfterDelivery = true
-            return (exclusive, .queued(enqueueEventLocked(.didFinish(_errors))), _errors)
+            return (exclusive, _errors)
         }
         if exclusive { ExclusivityController.release(ObjectIdentifier(self)) }
-        switch taken {
-        case .direct(let released, let tell):
-            if tell {
-                procedureDidFinish(with: errors)
-                if released.observerTotal > 0 { tellDidFinish(released.firstObserver, errors) }
-                for observer in released.moreObservers { tellDidFinish(observer, errors) }
-            }
-        case .queued(let event):
-            handle(event, delivering: .didFinish(errors), then: .nothing)
+        if let queued {
+            handle(queued, delivering: .didFinish(errors), then: .nothing)
+            return
         }
+        // The observers are this thread's now (see `markReleasedLocked`).
+        if tellHooksAndObservers {
+            procedureDidFinish(with: errors)
+            if observerCount > 0 {
+                tellDidFinish(firstObserver, errors)
+                for observer in moreObservers { tellDidFinish(observer, errors) }
+            }
+        }
+        releaseUnlocked()
     }
 
     private func tellDidFinish(_ observer: any OperationObserver, _ errors: [any Error]) {
         if observer.observedEvents.contains(.didFinish) { observer.didFinish(self, with: errors) }
     }
 
-    /// What a finished procedure lets go of, without the lock.
-    struct Releasables {
-        var firstCondition: any OperationCondition
-        var moreConditions: [any OperationCondition]
-        var firstObserver: any OperationObserver
-        var moreObservers: [any OperationObserver]
-        var observerTotal: Int
-        var producedDependencies: [ConcurrentOperation]
+    /// Under `machine.lock`, once the procedure has finished and no event is being delivered or
+    /// can be raised any more: from here on nothing but the calling thread touches the
+    /// conditions, observers and produced dependencies (the counts read 0, every path that would
+    /// read them checks the state first), which it then lets go of with ``releaseUnlocked()``.
+    /// Returns the number of observers there were.
+    func markReleasedLocked() -> Int {
+        let observers = observerTotal
+        conditionTotal = 0
+        observerTotal = 0
+        observedEvents = []
+        singleDecision = nil
+        return observers
     }
 
-    /// Under `machine.lock`, once no event will be delivered any more: takes the conditions,
-    /// observers and produced dependencies out.
-    func takeReleasablesLocked() -> Releasables {
-        defer {
-            firstCondition = NoCondition()
-            moreConditions = []
-            conditionTotal = 0
-            firstObserver = NoObserver()
-            moreObservers = []
-            observerTotal = 0
-            observedEvents = []
-            producedDependencies = []
-            singleDecision = nil
-        }
-        return Releasables(
-            firstCondition: firstCondition, moreConditions: moreConditions, firstObserver: firstObserver,
-            moreObservers: moreObservers, observerTotal: observerTotal, producedDependencies: producedDependencies)
+    /// After ``markReleasedLocked()``, without the lock: lets go of the conditions, observers and
+    /// produced dependencies (their deinitialisers may run here).
+    func releaseUnlocked() {
+        firstCondition = NoCondition()
+        moreConditions = []
+        firstObserver = NoObserver()
+        moreObservers = []
+        producedDependencies = []
     }
 
     // MARK: Executing
