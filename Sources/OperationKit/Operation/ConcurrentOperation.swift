@@ -221,7 +221,10 @@ open class ConcurrentOperation {
         // Check the queue again in the same critical section as the transition: a queue that
         // claimed the operation meanwhile must be the only one to start it.
         let action = machine.lock.withLock { () -> OperationLifecycle.StartAction in
-            queueReference == nil ? machine.lifecycle.start() : .refuse(.managedByQueue)
+            guard queueReference == nil else { return .refuse(.managedByQueue) }
+            let action = machine.lifecycle.start()
+            if case .execute = action { didStartExecutingLocked() }
+            return action
         }
         switch action {
         case .execute:
@@ -413,6 +416,10 @@ open class ConcurrentOperation {
     /// evaluated); it is then put back in the ready list with ``ConcurrentOperationQueue/requeue(_:)``.
     func prepareToRun(on queue: ConcurrentOperationQueue) -> Bool { true }
 
+    /// Under `machine.lock`, in the step in which the operation starts executing (just before
+    /// ``performExecute()`` on the same thread). Must not call out.
+    func didStartExecutingLocked() {}
+
     /// Under `machine.lock`, in the step in which the operation becomes finished. Must not call
     /// out. (A procedure's own lifecycle becomes finished in the same step.)
     func willBecomeFinishedLocked() {}
@@ -456,7 +463,12 @@ open class ConcurrentOperation {
             // A procedure evaluates its conditions first; while they are pending it leaves the
             // worker, and its queue runs it again once they are done.
             guard prepareToRun(on: queue) else { return .keepSlot }
-            switch machine.startInline() {
+            let action = machine.lock.withLock { () -> OperationLifecycle.StartAction in
+                let action = machine.lifecycle.start()
+                if case .execute = action { didStartExecutingLocked() }
+                return action
+            }
+            switch action {
             case .execute:
                 let qos = queuedQualityOfService
                 if qos != .unspecified && qos != queue.qualityOfService && queue.underlyingQueue == nil {

@@ -57,6 +57,9 @@ extension ProcedureOperation {
     /// non-`first` ones if `first`.
     private func storeConditionLocked(_ condition: any OperationCondition, first: Bool) {
         defer { conditionTotal += 1 }
+        if ObjectIdentifier(type(of: condition)) != ObjectIdentifier(ClosureCondition.self) {
+            conditionsMayProduceDependencies.store(true, ordering: .releasing)
+        }
         if conditionTotal == 0 {
             firstCondition = condition
             if first { injectionConditionCount += 1 }
@@ -75,6 +78,10 @@ extension ProcedureOperation {
 
     /// The dependencies the conditions produce, made once, when the queue adds the procedure.
     func conditionDependenciesToEnqueue() -> [ConcurrentOperation] {
+        // Only ClosureConditions (which make none): nothing to ask. (Read without the lock. A
+        // condition added on another thread while a queue adds the procedure may miss its
+        // dependency, with or without this check: add conditions before adding the procedure.)
+        guard conditionsMayProduceDependencies.load(ordering: .acquiring) else { return [] }
         var first: any OperationCondition = NoCondition()
         var more: [any OperationCondition] = []
         let taken = machine.lock.withLock { () -> Bool in

@@ -57,6 +57,13 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     @exclusivity(unchecked) var firstObserver: any OperationObserver = NoObserver()
     @exclusivity(unchecked) var moreObservers: [any OperationObserver] = []
     @exclusivity(unchecked) var observerTotal = 0
+    /// See `performExecute`.
+    @exclusivity(unchecked) var startedInBaseStep: Start?
+    /// See `didComplete`.
+    @exclusivity(unchecked) var finishedDirectly: DirectFinish?
+    /// Whether a condition that may make a dependency was added (any but a ``ClosureCondition``):
+    /// if not, the queue's add need not look (see `conditionDependenciesToEnqueue`).
+    let conditionsMayProduceDependencies = Atomic<Bool>(false)
     /// Did finish is queued: the thread that ends the delivery lets go of the observers and
     /// conditions (see `takeReleasablesLocked`).
     @exclusivity(unchecked) var releaseAfterDelivery = false
@@ -334,11 +341,6 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
         didComplete()
     }
 
-    /// Under `machine.lock`, as the base operation becomes finished.
-    override func willBecomeFinishedLocked() {
-        procedureLifecycle.finished()
-    }
-
     override func finishWithoutExecuting() {
         let (action, queue) = machine.lock.withLock { (procedureLifecycle.start(), self.queue) }
         precondition(action == .finishWithoutExecuting, "Internal inconsistency: \(action) for a cancelled procedure")
@@ -346,38 +348,68 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
         emit(.willFinish(errors), waitForDelivery: true, then: .finishWithoutExecuting)
     }
 
+    /// What the base operation's finish step took for did finish when nothing was being
+    /// delivered (see `willBecomeFinishedLocked`); read right after by `didComplete`, on the
+    /// same thread.
+    struct DirectFinish {
+        var exclusive: Bool
+        var tellHooksAndObservers: Bool
+        var observerCount: Int
+        var errors: [any Error]
+    }
+
+    /// Under `machine.lock`, as the base operation becomes finished: the procedure's lifecycle
+    /// finishes in the same step. If no event is being delivered — none can be raised from now
+    /// on — did finish will be told directly by this thread: take what it needs now.
+    override func willBecomeFinishedLocked() {
+        procedureLifecycle.finished()
+        guard !deliveringEvents else { return }
+        let exclusive = holdsExclusivity
+        holdsExclusivity = false
+        finishedDirectly = DirectFinish(
+            exclusive: exclusive, tellHooksAndObservers: observedEvents.union(hookEvents).contains(.didFinish),
+            observerCount: markReleasedLocked(), errors: _errors)
+    }
+
     /// After the base operation finished: releases mutual exclusivity, tells did finish, and lets
     /// go of conditions and observers (an observer may hold the procedure), without the lock.
     private func didComplete() {
-        // `nil`: another event is being delivered (by this thread further up, or another): did
-        // finish waits its turn, and the thread delivering lets go of the observers. Otherwise
-        // no event can come after did finish: this thread tells it directly (if anyone listens).
-        var queued: EventDisposition?
-        var observerCount = 0
-        var tellHooksAndObservers = false
-        let (exclusive, errors) = machine.lock.withLock { () -> (Bool, [any Error]) in
-            let exclusive = holdsExclusivity
-            holdsExclusivity = false
-            if deliveringEvents {
-                releaseAfterDelivery = true
-                queued = enqueueEventLocked(.didFinish(_errors))
-            } else {
-                tellHooksAndObservers = observedEvents.union(hookEvents).contains(.didFinish)
-                observerCount = markReleasedLocked()
+        let direct: DirectFinish
+        if let taken = finishedDirectly.take() {
+            direct = taken
+        } else {
+            // Another event is being delivered (by this thread further up, or another): did
+            // finish waits its turn, and the thread delivering lets go of the observers.
+            var queued: EventDisposition?
+            var observerCount = 0
+            var tell = false
+            let (exclusive, errors) = machine.lock.withLock { () -> (Bool, [any Error]) in
+                let exclusive = holdsExclusivity
+                holdsExclusivity = false
+                if deliveringEvents {
+                    releaseAfterDelivery = true
+                    queued = enqueueEventLocked(.didFinish(_errors))
+                } else {
+                    tell = observedEvents.union(hookEvents).contains(.didFinish)
+                    observerCount = markReleasedLocked()
+                }
+                return (exclusive, _errors)
             }
-            return (exclusive, _errors)
+            if let queued {
+                if exclusive { ExclusivityController.release(ObjectIdentifier(self)) }
+                handle(queued, delivering: .didFinish(errors), then: .nothing)
+                return
+            }
+            direct = DirectFinish(exclusive: exclusive, tellHooksAndObservers: tell, observerCount: observerCount, errors: errors)
         }
-        if exclusive { ExclusivityController.release(ObjectIdentifier(self)) }
-        if let queued {
-            handle(queued, delivering: .didFinish(errors), then: .nothing)
-            return
-        }
-        // The observers are this thread's now (see `markReleasedLocked`).
-        if tellHooksAndObservers {
-            procedureDidFinish(with: errors)
-            if observerCount > 0 {
-                tellDidFinish(firstObserver, errors)
-                for observer in moreObservers { tellDidFinish(observer, errors) }
+        if direct.exclusive { ExclusivityController.release(ObjectIdentifier(self)) }
+        // No event can come after did finish, and none is being delivered: the observers are
+        // this thread's now (see `markReleasedLocked`).
+        if direct.tellHooksAndObservers {
+            procedureDidFinish(with: direct.errors)
+            if direct.observerCount > 0 {
+                tellDidFinish(firstObserver, direct.errors)
+                for observer in moreObservers { tellDidFinish(observer, direct.errors) }
             }
         }
         releaseUnlocked()
@@ -413,12 +445,29 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
 
     // MARK: Executing
 
+    /// The procedure's start, made in the base operation's start step (see
+    /// `didStartExecutingLocked`) and taken by `performExecute` right after, on the same thread.
+    struct Start {
+        var action: ProcedureLifecycle.StartAction
+        var willExecute: EventDisposition?
+    }
+
+    /// Under `machine.lock`: the procedure starts in the same step as the base operation — the
+    /// state change and will execute queued together, so no event overtakes it.
+    private func startLocked() -> Start {
+        let action = procedureLifecycle.start()
+        return Start(action: action, willExecute: action == .execute ? enqueueEventLocked(.willExecute, waitForDelivery: true) : nil)
+    }
+
+    override func didStartExecutingLocked() {
+        startedInBaseStep = startLocked()
+    }
+
     override func performExecute() {
-        // The state change and will execute are queued in one step, so no event overtakes it.
-        let (action, willExecute) = machine.lock.withLock { () -> (ProcedureLifecycle.StartAction, EventDisposition?) in
-            let action = procedureLifecycle.start()
-            return (action, action == .execute ? enqueueEventLocked(.willExecute, waitForDelivery: true) : nil)
-        }
+        // Made in the base operation's start step on this thread (only this thread touches it
+        // until the procedure has executed).
+        let start = startedInBaseStep.take() ?? machine.lock.withLock { startLocked() }
+        let (action, willExecute) = (start.action, start.willExecute)
         switch action {
         case .execute:
             var state: ProcedureState?
