@@ -342,10 +342,28 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     }
 
     override func finishWithoutExecuting() {
-        let (action, queue) = machine.lock.withLock { (procedureLifecycle.start(), self.queue) }
+        // Without queue listeners to tell first, will finish is queued in the same step as the
+        // state change.
+        var willFinish: EventDisposition?
+        let (action, queue, errors) = machine.lock.withLock {
+            () -> (ProcedureLifecycle.StartAction, ConcurrentOperationQueue?, [any Error]) in
+            let action = procedureLifecycle.start()
+            let queue = self.queue
+            if action == .finishWithoutExecuting && !(queue?.hasListeners.load(ordering: .acquiring) ?? false) {
+                willFinish = enqueueEventLocked(.willFinish(_errors), waitForDelivery: true, then: .finishWithoutExecuting)
+            }
+            return (action, queue, _errors)
+        }
         precondition(action == .finishWithoutExecuting, "Internal inconsistency: \(action) for a cancelled procedure")
+        if let willFinish {
+            handle(willFinish, delivering: .willFinish(errors), then: .finishWithoutExecuting)
+            return
+        }
         queue?.notifyDelegate(willFinish: self)
-        emit(.willFinish(errors), waitForDelivery: true, then: .finishWithoutExecuting)
+        let (event, latestErrors) = machine.lock.withLock {
+            (enqueueEventLocked(.willFinish(_errors), waitForDelivery: true, then: .finishWithoutExecuting), _errors)
+        }
+        handle(event, delivering: .willFinish(latestErrors), then: .finishWithoutExecuting)
     }
 
     /// What the base operation's finish step took for did finish when nothing was being
