@@ -119,7 +119,7 @@ extension ConcurrentOperationQueue {
         set {
             lock.withLock {
                 _delegate = newValue
-                hasListeners.store(newValue != nil || _eventHandlers != nil, ordering: .releasing)
+                updateHasListenersLocked()
             }
         }
     }
@@ -131,9 +131,15 @@ extension ConcurrentOperationQueue {
         set {
             lock.withLock {
                 _eventHandlers = newValue
-                hasListeners.store(newValue != nil || _delegate != nil, ordering: .releasing)
+                updateHasListenersLocked()
             }
         }
+    }
+
+    /// Under `lock`: sets `hasListeners` from the delegate, the handlers and the event streams.
+    func updateHasListenersLocked() {
+        let streams = !(_eventStreams?.continuations.isEmpty ?? true)
+        hasListeners.store(_delegate != nil || _eventHandlers != nil || streams, ordering: .releasing)
     }
 
     private enum QueueEvent {
@@ -142,7 +148,8 @@ extension ConcurrentOperationQueue {
 
     private func notify(_ event: QueueEvent, _ operation: ConcurrentOperation) {
         guard hasListeners.load(ordering: .acquiring) else { return }
-        let (delegate, handlers) = lock.withLock { (_delegate, _eventHandlers) }
+        let (delegate, handlers, streams) = lock.withLock { (_delegate, _eventHandlers, _eventStreams?.continuations) }
+        if let streams { yield(event: event, operation, to: streams) }
         switch event {
         case .willAdd:
             handlers?.willAdd?(operation)
@@ -157,6 +164,17 @@ extension ConcurrentOperationQueue {
             handlers?.didFinish?(operation)
             delegate?.operationQueue(self, didFinish: operation)
         }
+    }
+
+    private func yield(event: QueueEvent, _ operation: ConcurrentOperation, to streams: QueueEventStreams.List) {
+        let element: Event
+        switch event {
+        case .willAdd: element = .willAdd(operation)
+        case .didAdd: element = .didAdd(operation)
+        case .willFinish: element = .willFinish(operation)
+        case .didFinish: element = .didFinish(operation)
+        }
+        for stream in streams { stream.continuation.yield(element) }
     }
 
     func notifyDelegate(willAdd operation: ConcurrentOperation) { notify(.willAdd, operation) }

@@ -57,6 +57,9 @@ public final class ConcurrentOperationQueue {
     weak var _delegate: (any ConcurrentOperationQueueDelegate)?
     // protected by lock
     var _eventHandlers: QueueEventHandlers?
+    /// The continuations of ``events`` streams; made by the first stream. It finishes them when
+    /// it is released with the queue. Protected by lock.
+    var _eventStreams: QueueEventStreams?
     /// Whether a delegate or event handlers are set: read without the lock on every add and finish.
     let hasListeners = Atomic<Bool>(false)
 

@@ -35,6 +35,8 @@ public struct OperationError: Error, Hashable, Sendable, CustomStringConvertible
             case prerequisiteNotInWorkflow
             case missingPrerequisiteKeys
             case externalConditionNotFulfilled
+            case cancelled
+            case noValue
         }
 
         private let value: Value
@@ -100,6 +102,13 @@ public struct OperationError: Error, Hashable, Sendable, CustomStringConvertible
         public static let missingPrerequisiteKeys = Code(.missingPrerequisiteKeys)
         /// ``ExternalConditionTask``: started before it was fulfilled.
         public static let externalConditionNotFulfilled = Code(.externalConditionNotFulfilled)
+
+        /// Awaiting the value of an operation (``ResultProcedure/value``, ``AsyncOperation/value``):
+        /// it was cancelled and finished without a value and without an error.
+        public static let cancelled = Code(.cancelled)
+        /// Awaiting the value of an operation (``ResultProcedure/value``): it finished without a
+        /// value and without an error, and was not cancelled.
+        public static let noValue = Code(.noValue)
 
         /// The code's name, for example `dependencyCycle`.
         public var description: String { "\(value)" }

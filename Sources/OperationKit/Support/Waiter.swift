@@ -6,12 +6,21 @@ enum Waiter: Sendable {
     case semaphore(DispatchSemaphore)
     case continuation(CheckedContinuation<Void, Never>)
     case callback(@Sendable () -> Void)
+    /// A task that may stop waiting when it is cancelled (see ``TaskWaiter``).
+    case task(TaskWaiter)
 
     func resume() {
         switch self {
         case .semaphore(let semaphore): semaphore.signal()
         case .continuation(let continuation): continuation.resume()
         case .callback(let callback): callback()
+        case .task(let waiter): waiter.resumeFinished()
         }
+    }
+
+    /// Whether this is the entry of `waiter`.
+    func isTask(_ waiter: TaskWaiter) -> Bool {
+        if case .task(let mine) = self { return mine === waiter }
+        return false
     }
 }

@@ -1,0 +1,141 @@
+/// An operation that runs an `async` closure in a Swift `Task`.
+///
+/// ```swift
+/// let fetch = AsyncOperation { try await client.data(from: url) }
+/// try queue.addOperation(fetch)
+/// let data = try await fetch.value
+/// ```
+///
+/// Or, shorter, `queue.addOperation { try await client.data(from: url) }`.
+///
+/// - When a queue starts it, ``execute()`` starts one unstructured `Task` running the closure
+///   and returns; the operation keeps its concurrency slot of the queue until the closure returns
+///   or throws, then finishes. Dependencies, priority and cancellation apply as to any operation.
+/// - The task's priority is the `priority` given to the initialiser, else the one matching the
+///   operation's ``ConcurrentOperation/qualityOfService``, else its queue's; without either the
+///   task gets Swift's default. ``ConcurrentOperation/queuePriority`` only orders the start.
+/// - ``cancel()`` cancels the task (the closure sees `Task.isCancelled`, and its
+///   `withTaskCancellationHandler` handlers run). Cancelled before it starts, the operation
+///   finishes without running the closure.
+/// - The result is kept: ``result``, ``output``, ``error``, or `try await` ``value``.
+/// - ``ConcurrentOperation/finish()`` does nothing: the closure's end finishes the operation.
+///
+/// The closure is released once it has run, or once the operation finished without running it.
+public final class AsyncOperation<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
+    // Written in init; taken by `execute()`, which runs at most once, or cleared by
+    // `didFinishWithoutExecuting()` (which runs instead of `execute()`); the queue's and the state
+    // machine's locks order those accesses.
+    private var body: (@Sendable () async throws -> Output)?
+    private let priority: TaskPriority?
+
+    // protected by machine.lock
+    /// The task running the closure, from the start of the task until it has finished.
+    private var task: Task<Void, Never>?
+    /// Type-erased as in ``ResultProcedure`` (unspecialised code reads it).
+    private var _result: Result<Any, any Error>?
+
+    /// Creates an operation that runs `body` in a task when it starts.
+    ///
+    /// - Parameters:
+    ///   - name: A name for logs and errors.
+    ///   - priority: The task's priority; by default it follows the quality of service (see above).
+    ///   - body: The work. Runs at most once, in a new task, never if the operation is cancelled
+    ///     before it starts. Its value or thrown error becomes the operation's ``result``.
+    public init(
+        name: String? = nil, priority: TaskPriority? = nil, _ body: @escaping @Sendable () async throws -> Output
+    ) {
+        self.body = body
+        self.priority = priority
+        super.init(name: name)
+    }
+
+    /// What the closure returned or threw; `nil` until the operation has finished, and for an
+    /// operation that finished without running it (cancelled before it started). Readable from
+    /// any thread.
+    public var result: Result<Output, any Error>? {
+        machine.lock.withLock { _result }?.map { $0 as! Output }
+    }
+
+    /// The value the closure returned, or `nil` (see ``result``). Readable from any thread.
+    public var output: Output? {
+        if case .success(let value)? = result { return value }
+        return nil
+    }
+
+    /// The error the closure threw, or `nil` (see ``result``). Readable from any thread.
+    public var error: (any Error)? {
+        if case .failure(let error)? = result { return error }
+        return nil
+    }
+
+    /// Suspends the calling task until the operation has finished, then returns the closure's
+    /// value or throws its error.
+    ///
+    /// Cancelling the awaiting task neither cancels the operation nor ends the wait
+    /// (``TaskCancellationPolicy/keepWaiting``); use ``value(whenCancelled:)`` to choose.
+    ///
+    /// - Throws: The error the closure threw (often `CancellationError` for a closure that was
+    ///   cancelled); ``OperationError`` with ``OperationError/Code-swift.struct/cancelled`` if the
+    ///   operation was cancelled before the closure ran.
+    public var value: Output {
+        get async throws { try await value(whenCancelled: .keepWaiting) }
+    }
+
+    /// Suspends the calling task until the operation has finished, then returns the closure's
+    /// value, doing what `policy` says if the task is cancelled meanwhile (see
+    /// ``ConcurrentOperation/waitUntilFinished(whenCancelled:)``).
+    ///
+    /// - Parameter policy: What to do when the awaiting task is cancelled.
+    /// - Returns: The closure's value.
+    /// - Throws: `CancellationError` if the task stopped waiting
+    ///   (``TaskCancellationPolicy/stopWaiting``); otherwise what ``value`` throws.
+    public func value(whenCancelled policy: TaskCancellationPolicy) async throws -> Output {
+        try await awaitValue(whenCancelled: policy) { result }
+    }
+
+    /// Starts the task that runs the closure, and returns; the operation finishes when the
+    /// closure does.
+    public override func execute() {
+        guard let body else {
+            finishAfterStart()
+            return
+        }
+        self.body = nil
+        let task = Task(priority: priority ?? taskPriorityForExecution) {
+            let result: Result<Any, any Error>
+            do {
+                result = .success(try await body() as Any)
+            } catch {
+                result = .failure(error)
+            }
+            self.machine.lock.withLock {
+                self._result = result
+                self.task = nil
+            }
+            self.finishAfterStart()
+        }
+        // Published in the same step as the cancelled flag is read: a cancel either comes after
+        // (and finds the task) or before (and is seen here).
+        let cancelled = machine.lock.withLock { () -> Bool in
+            if _result != nil { return false }  // the closure has already returned
+            self.task = task
+            return machine.lifecycle.isCancelled
+        }
+        if cancelled { task.cancel() }
+    }
+
+    /// Cancels the operation (see ``ConcurrentOperation/cancel()``) and the task running its
+    /// closure, if it runs. Cancelled before it starts, the closure never runs.
+    public override func cancel() {
+        super.cancel()
+        machine.lock.withLock { task }?.cancel()
+    }
+
+    /// Does nothing and returns `false`: the operation finishes when its closure returns or throws.
+    @discardableResult
+    public override func finish() -> Bool { false }
+
+    override func didFinishWithoutExecuting() {
+        body = nil
+    }
+}

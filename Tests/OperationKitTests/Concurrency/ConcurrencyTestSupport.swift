@@ -1,0 +1,97 @@
+import Dispatch
+@testable import OperationKit
+import OperationKitTestSupport
+import Synchronization
+import Testing
+
+/// The error of ``awaitWithin(_:sourceLocation:_:)`` when `body` did not finish in time.
+struct AwaitTimedOut: Error, CustomStringConvertible {
+    let timeout: Duration
+    var description: String { "did not finish within \(timeout): a continuation was leaked or a wait hangs" }
+}
+
+/// Runs `body` in a new task and returns what it returns, or records an issue and throws
+/// ``AwaitTimedOut`` if it has not returned within `timeout`: an await that would hang fails the
+/// test instead (the stuck task is abandoned). `body`'s own errors are rethrown.
+@discardableResult
+func awaitWithin<Value: Sendable>(
+    _ timeout: Duration = operationTestTimeout,
+    sourceLocation: SourceLocation = #_sourceLocation,
+    _ body: @escaping @Sendable () async throws -> Value
+) async throws -> Value {
+    let (outcomes, continuation) = AsyncStream.makeStream(of: Result<Value, any Error>?.self)
+    let work = Task {
+        do {
+            continuation.yield(.success(try await body()))
+        } catch {
+            continuation.yield(.failure(error))
+        }
+    }
+    let timer = Task {
+        try? await Task.sleep(for: timeout)
+        continuation.yield(nil)
+    }
+    var iterator = outcomes.makeAsyncIterator()
+    let outcome = await iterator.next() ?? nil
+    timer.cancel()
+    continuation.finish()
+    _ = work
+    guard let outcome else {
+        Issue.record("timed out after \(timeout)", sourceLocation: sourceLocation)
+        throw AwaitTimedOut(timeout: timeout)
+    }
+    return try outcome.get()
+}
+
+/// Waits, without blocking a thread, until `condition` holds; records an issue and throws
+/// ``AwaitTimedOut`` if it has not within `timeout`. For a state another thread reaches with no
+/// event to wait for (polls with `Task.yield()`; no assertion depends on how long it takes).
+@discardableResult
+func untilTrue(
+    _ timeout: Duration = operationTestTimeout,
+    sourceLocation: SourceLocation = #_sourceLocation,
+    _ condition: @escaping @Sendable () -> Bool
+) async throws -> Bool {
+    try await awaitWithin(timeout, sourceLocation: sourceLocation) {
+        while !condition() { await Task.yield() }
+        return true
+    }
+}
+
+/// Blocks (off the cooperative pool) until `latch` opens; `false` on timeout.
+func opened(_ latch: Latch, within timeout: Duration = operationTestTimeout) async -> Bool {
+    await withCheckedContinuation { continuation in
+        BlockingWaits.run { continuation.resume(returning: latch.wait(timeout: timeout)) }
+    }
+}
+
+/// Blocks (off the cooperative pool) until `gate` opens; `false` on timeout.
+func opened(_ gate: Gate, within timeout: Duration = operationTestTimeout) async -> Bool {
+    await withCheckedContinuation { continuation in
+        BlockingWaits.run { continuation.resume(returning: gate.wait(timeout: timeout)) }
+    }
+}
+
+/// Where blocking test waits run, so that they never hold a thread of Swift's cooperative pool.
+enum BlockingWaits {
+    static let waits = DispatchQueue(label: "OperationKitTests.blockingWaits", attributes: .concurrent)
+    static func run(_ body: @escaping @Sendable () -> Void) { waits.async(execute: body) }
+}
+
+/// The number of waiters an operation holds (tasks and threads waiting for it to finish).
+func waiterCount(of operation: ConcurrentOperation) -> Int {
+    operation.machine.lock.withLock { operation.waiters.count }
+}
+
+/// The number of waiters a queue holds.
+func waiterCount(of queue: ConcurrentOperationQueue) -> Int {
+    queue.lock.withLock { queue.waiters.count }
+}
+
+/// An operation the test finishes by hand: `execute()` counts down `started` and returns.
+final class HeldOperation: ConcurrentOperation, @unchecked Sendable {
+    // Sendable, self-synchronising members only.
+    let started = Latch()
+
+    override func execute() { started.countDown() }
+}
