@@ -35,6 +35,8 @@ public struct OperationError: Error, Hashable, Sendable, CustomStringConvertible
             case prerequisiteNotInWorkflow
             case missingPrerequisiteKeys
             case externalConditionNotFulfilled
+            case taskFailed
+            case prerequisiteFailed
         }
 
         private let value: Value
@@ -100,6 +102,16 @@ public struct OperationError: Error, Hashable, Sendable, CustomStringConvertible
         public static let missingPrerequisiteKeys = Code(.missingPrerequisiteKeys)
         /// ``ExternalConditionTask``: started before it was fulfilled.
         public static let externalConditionNotFulfilled = Code(.externalConditionNotFulfilled)
+        /// Awaiting a ``Workflow`` (``Workflow/run(whenCancelled:)``): tasks failed and nothing is
+        /// executing, so the workflow cannot finish until they are retried.
+        /// ``OperationError/operationNames`` lists the failed tasks in the order they were added,
+        /// ``OperationError/underlyingErrors`` their errors.
+        public static let taskFailed = Code(.taskFailed)
+        /// Awaiting a ``WorkflowTask`` (``WorkflowTask/value``): the task is pending and a
+        /// prerequisite, direct or not, failed, so it cannot run until that one is retried.
+        /// ``OperationError/operationNames`` is the awaited task then the failed prerequisite,
+        /// ``OperationError/underlyingErrors`` the prerequisite's error.
+        public static let prerequisiteFailed = Code(.prerequisiteFailed)
 
         /// The code's name, for example `dependencyCycle`.
         public var description: String { "\(value)" }
