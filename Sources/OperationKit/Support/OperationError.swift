@@ -37,6 +37,8 @@ public struct OperationError: Error, Hashable, Sendable, CustomStringConvertible
             case externalConditionNotFulfilled
             case cancelled
             case noValue
+            case taskFailed
+            case prerequisiteFailed
         }
 
         private let value: Value
@@ -102,6 +104,16 @@ public struct OperationError: Error, Hashable, Sendable, CustomStringConvertible
         public static let missingPrerequisiteKeys = Code(.missingPrerequisiteKeys)
         /// ``ExternalConditionTask``: started before it was fulfilled.
         public static let externalConditionNotFulfilled = Code(.externalConditionNotFulfilled)
+        /// Awaiting a ``Workflow`` (``Workflow/run(whenCancelled:)``): tasks failed and nothing is
+        /// executing, so the workflow cannot finish until they are retried.
+        /// ``OperationError/operationNames`` lists the failed tasks in the order they were added,
+        /// ``OperationError/underlyingErrors`` their errors.
+        public static let taskFailed = Code(.taskFailed)
+        /// Awaiting a ``WorkflowTask`` (``WorkflowTask/value``): the task is pending and a
+        /// prerequisite, direct or not, failed, so it cannot run until that one is retried.
+        /// ``OperationError/operationNames`` is the awaited task then the failed prerequisite,
+        /// ``OperationError/underlyingErrors`` the prerequisite's error.
+        public static let prerequisiteFailed = Code(.prerequisiteFailed)
 
         /// Awaiting the value of an operation (``ResultProcedure/value``, ``AsyncOperation/value``):
         /// it was cancelled and finished without a value and without an error.

@@ -36,6 +36,10 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
     var nextStreamID = 0
     /// Internal listeners (a sub-workflow task listening to its sub-workflow).
     var listeners: [Int: @Sendable (WorkflowEvent) -> Void] = [:]
+    /// How many tasks are executing: 0 means nothing can change without a call from outside.
+    var executingCount = 0
+    /// Swift tasks awaiting the workflow's outcome (Concurrency/WorkflowAwaiting.swift).
+    var awaiters = WorkflowAwaiters<WorkflowOutcome>()
 
     /// Creates a workflow.
     /// - Parameters:

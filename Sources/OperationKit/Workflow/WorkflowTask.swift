@@ -48,6 +48,8 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     /// The operation running the current run, finished when the run ends.
     var runOperation: WorkflowRunOperation?
     weak var _delegate: (any WorkflowTaskDelegate)?
+    /// Swift tasks awaiting the task's outcome (Concurrency/WorkflowAwaiting.swift).
+    var awaiters = WorkflowAwaiters<WorkflowTaskOutcome>()
 
     /// Creates a task, in state ``WorkflowTaskState/ready`` and in no workflow.
     /// - Parameter name: A name for logs, errors and diagrams.

@@ -39,6 +39,7 @@ struct WorkflowTransaction {
         guard task.workflow === workflow, let run = task.lifecycle.start() else { return }
         let operation = WorkflowRunOperation(task: task, run: run, workflow: workflow)
         task.runOperation = operation
+        workflow.executingCount += 1
         effects.append(.startRun(operation))
     }
 
@@ -129,7 +130,9 @@ struct WorkflowTransaction {
         task._finishTime = nil
     }
 
+    /// `task` has just left executing (finished, failed, cancelled or reset).
     private mutating func endRun(_ task: WorkflowTask) {
+        workflow.executingCount -= 1
         if let operation = task.runOperation {
             task.runOperation = nil
             effects.append(.endRun(operation))
@@ -242,6 +245,9 @@ struct WorkflowTransaction {
             // Not started yet: the operation finishes when its queue runs it (it sees the run is over).
             operation.finish()
         }
+        // Last, once the change's hooks and delegates have run (a failure retried by its
+        // delegate is then no longer an outcome): resume the Swift tasks awaiting an outcome.
+        resumeAwaiters()
     }
 
     private func tell(_ event: WorkflowEvent) {
