@@ -70,10 +70,11 @@ extension Workflow {
     ///
     /// - Parameter policy: What cancelling the awaiting Swift task does; see
     ///   ``outcome(whenCancelled:)``. With ``TaskCancellationPolicy/cancelAndWait`` the workflow
-    ///   is cancelled, so this usually throws `CancellationError`.
+    ///   is cancelled, so this usually throws ``OperationError/Code-swift.struct/cancelled``.
     /// - Throws: ``OperationError/Code-swift.struct/taskFailed``, naming the failed tasks, if
-    ///   tasks failed (their dependents never ran); `CancellationError` if tasks were cancelled
-    ///   and none failed, or with ``TaskCancellationPolicy/stopWaiting`` when the awaiting task is
+    ///   tasks failed (their dependents never ran); ``OperationError/Code-swift.struct/cancelled``,
+    ///   naming the cancelled tasks, if tasks were cancelled and none failed; `CancellationError`
+    ///   with ``TaskCancellationPolicy/stopWaiting`` when the awaiting task is
     ///   cancelled.
     public func run(whenCancelled policy: TaskCancellationPolicy = .keepWaiting) async throws {
         start()
@@ -85,8 +86,10 @@ extension Workflow {
             throw OperationError(
                 .taskFailed, operations: failures.map(\.task.name),
                 "\(name) cannot finish: failed \(what)", underlying: failures.map(\.error))
-        case .cancelled:
-            throw CancellationError()
+        case .cancelled(let tasks):
+            throw OperationError(
+                .cancelled, operations: tasks.map(\.name),
+                "\(name) cannot finish: cancelled \(tasks.map(\.name).joined(separator: ", "))")
         }
     }
 }

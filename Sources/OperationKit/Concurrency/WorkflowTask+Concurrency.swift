@@ -68,8 +68,8 @@ extension WorkflowTask {
     /// Cancelling the awaiting Swift task does not end the wait
     /// (``TaskCancellationPolicy/keepWaiting``); see ``value(whenCancelled:)``.
     ///
-    /// - Throws: The run's error if it failed; `CancellationError` if the task was cancelled (or
-    ///   is pending behind a cancelled prerequisite);
+    /// - Throws: The run's error if it failed; ``OperationError/Code-swift.struct/cancelled`` if
+    ///   the task was cancelled (or is pending behind a cancelled prerequisite);
     ///   ``OperationError/Code-swift.struct/prerequisiteFailed`` if it is pending behind a failed
     ///   prerequisite.
     public var value: (any Sendable)? {
@@ -81,7 +81,7 @@ extension WorkflowTask {
     ///
     /// - Parameter policy: What cancelling the awaiting Swift task does; see
     ///   ``outcome(whenCancelled:)``. With ``TaskCancellationPolicy/cancelAndWait`` the task is
-    ///   cancelled, so this usually throws `CancellationError`.
+    ///   cancelled, so this usually throws ``OperationError/Code-swift.struct/cancelled``.
     /// - Returns: The result the run finished with.
     /// - Throws: As ``value``; and `CancellationError` with ``TaskCancellationPolicy/stopWaiting``
     ///   when the awaiting task is cancelled.
@@ -92,7 +92,7 @@ extension WorkflowTask {
         case .failed(let error):
             throw error
         case .cancelled:
-            throw CancellationError()
+            throw OperationError(.cancelled, operations: [name], "\(name) was cancelled")
         case .prerequisiteFailed(let prerequisite, let error):
             throw OperationError(
                 .prerequisiteFailed, operations: [name, prerequisite.name],

@@ -76,7 +76,7 @@ struct WorkflowAwaitingTests {
         await #expect(throws: OperationError.self) { try await workflow.run() }
     }
 
-    @Test("a workflow cancelled from outside ends the wait with CancellationError")
+    @Test("a workflow cancelled from outside ends the wait with OperationError.cancelled")
     func cancelledFromOutside() async throws {
         let runs = HeldRuns()
         let a = runs.task("A")
@@ -88,7 +88,7 @@ struct WorkflowAwaitingTests {
         #expect(await runs.started(1))
         #expect(await awaitEventually { awaiterCount(workflow) == 1 })
         workflow.cancel()
-        #expect(await awaitEnd(of: running)?.failureValue is CancellationError)
+        #expect((await awaitEnd(of: running)?.failureValue as? OperationError)?.code == .cancelled)
         #expect(describeOutcome(await workflow.outcome) == "cancelled(A, B)")
         #expect(WorkflowLock.lock.withLock { workflow.executingCount } == 0)
     }
@@ -124,7 +124,7 @@ struct WorkflowAwaitingTests {
         #expect(workflow.isFinished)
     }
 
-    @Test("cancelAndWait: the workflow is cancelled and the wait ends with CancellationError")
+    @Test("cancelAndWait: the workflow is cancelled and the wait ends with OperationError.cancelled")
     func cancelAndWait() async throws {
         let cancelled = Latch()
         let started = Latch()
@@ -146,7 +146,7 @@ struct WorkflowAwaitingTests {
         #expect(await reached(started))
         #expect(await awaitEventually { awaiterCount(workflow) == 1 })
         running.cancel()
-        #expect(await awaitEnd(of: running)?.failureValue is CancellationError)
+        #expect((await awaitEnd(of: running)?.failureValue as? OperationError)?.code == .cancelled)
         #expect(a.state == .cancelled && b.state == .cancelled)
         #expect(await reached(cancelled), "the workflow task's cancel cancelled its Swift task")
         #expect(a.error == nil, "the cancelled run's CancellationError is ignored")
