@@ -91,13 +91,12 @@ open class ResultProcedure<Output: Sendable>: ProcedureOperation, @unchecked Sen
 /// cancelled before it executes never runs it. The procedure lets go of the closure once it has
 /// run, or once the procedure finished without running it.
 public final class ClosureProcedure<Output: Sendable>: ResultProcedure<Output>, @unchecked Sendable {
-    private enum Body {
-        case synchronous(@Sendable () throws -> Output)
-        case asynchronous(@Sendable (ClosureProcedure<Output>) -> Void)
-    }
-
-    // Set in init, read by `execute()` (which runs at most once), cleared when the procedure finishes.
-    @exclusivity(unchecked) private var body: Body?
+    // Set in init, read by `execute()` (which runs at most once), cleared when the procedure
+    // finishes. Two optional closures rather than an enum of them: a function value has the same
+    // layout for every `Output`, while an enum nested in this generic class is copied and
+    // destroyed through its type metadata (a few hundred instructions per procedure).
+    @exclusivity(unchecked) private var synchronousBody: (@Sendable () throws -> Output)?
+    @exclusivity(unchecked) private var asynchronousBody: (@Sendable (ClosureProcedure<Output>) -> Void)?
 
     /// A procedure that runs `body` and finishes with its value, or with the error it throws.
     ///
@@ -105,7 +104,7 @@ public final class ClosureProcedure<Output: Sendable>: ResultProcedure<Output>, 
     ///   - name: A name for logs and errors.
     ///   - body: The work, run on the thread that executes the procedure.
     public init(name: String? = nil, _ body: @escaping @Sendable () throws -> Output) {
-        self.body = .synchronous(body)
+        synchronousBody = body
         super.init(name: name)
         hookEvents = []  // overrides no hook
     }
@@ -119,7 +118,7 @@ public final class ClosureProcedure<Output: Sendable>: ResultProcedure<Output>, 
     ///     the procedure, including a cancellation (see ``ProcedureOperation/procedureDidCancel(with:)``
     ///     or a did-cancel observer).
     public init(name: String? = nil, asynchronous body: @escaping @Sendable (ClosureProcedure<Output>) -> Void) {
-        self.body = .asynchronous(body)
+        asynchronousBody = body
         super.init(name: name)
         hookEvents = []  // overrides no hook
     }
@@ -127,24 +126,24 @@ public final class ClosureProcedure<Output: Sendable>: ResultProcedure<Output>, 
     /// Runs the closure: a synchronous one finishes the procedure with its value or error; an
     /// asynchronous one is handed the procedure.
     public override func execute() {
-        let body = self.body
-        self.body = nil
-        switch body {
-        case .synchronous(let work):
+        if let work = synchronousBody {
+            synchronousBody = nil
             do {
                 finishAsLastStep(withValue: try work())
             } catch {
                 _ = finishCollecting([error], asLastStep: true)
             }
-        case .asynchronous(let work):
+        } else if let work = asynchronousBody {
+            asynchronousBody = nil
             work(self)
-        case nil:
+        } else {
             finish()
         }
     }
 
     override func didFinishWithoutExecuting() {
-        body = nil
+        synchronousBody = nil
+        asynchronousBody = nil
     }
 }
 
