@@ -79,6 +79,9 @@ final class Probe: Sendable {
         }
     }
 
+    /// The bodies counted so far (for a description of a hung run).
+    var executedCount: Int { executed.load(ordering: .acquiring) }
+
     func recordViolation() {
         violations.wrappingAdd(1, ordering: .relaxed)
     }

@@ -5,6 +5,8 @@
 //   swift run -c release --package-path Benchmarks OperationKitBenchmarks --quick    CI sizes
 //   OperationKitBenchmarks --peak-rss idle|s1-operationkit|s1-foundation [--quick]  one peak-memory child
 //   OperationKitBenchmarks --state-machine [--quick]                                 only the state-machine section
+//   OperationKitBenchmarks --workflow [--quick]                                      only the workflow section
+//   OperationKitBenchmarks --async [--quick]                                         only the Swift concurrency section
 //
 // Every run is checked (bodies executed, dependency order, states reached); any wrong result exits with status 1.
 
@@ -93,8 +95,10 @@ if let flag = arguments.firstIndex(of: "--peak-rss") {
 }
 let onlyStateMachine = arguments.contains("--state-machine")
 let onlyWorkflow = arguments.contains("--workflow")
-for argument in arguments where argument != "--quick" && argument != "--state-machine" && argument != "--workflow" {
-    fail("unknown argument \(argument); usage: OperationKitBenchmarks [--quick] [--state-machine] [--workflow] [--peak-rss MODE]")
+let onlyAsync = arguments.contains("--async")
+let knownArguments: Set<String> = ["--quick", "--state-machine", "--workflow", "--async"]
+for argument in arguments where !knownArguments.contains(argument) {
+    fail("unknown argument \(argument); usage: OperationKitBenchmarks [--quick] [--state-machine] [--workflow] [--async] [--peak-rss MODE]")
 }
 
 let wallClock = ContinuousClock.now
@@ -105,6 +109,13 @@ report()
 
 if onlyWorkflow {
     workflowReport(sizes: sizes).forEach { report($0) }
+    report()
+    report("Total benchmark time: \(format(milliseconds(wallClock.duration(to: .now)) / 1_000, decimals: 1)) s")
+    exit(0)
+}
+
+if onlyAsync {
+    asyncReport(sizes: sizes).forEach { report($0) }
     report()
     report("Total benchmark time: \(format(milliseconds(wallClock.duration(to: .now)) / 1_000, decimals: 1)) s")
     exit(0)
@@ -162,5 +173,9 @@ report()
 
 // Workflow: the S4 graph as a workflow run, reset and run again, against operations run twice.
 workflowReport(sizes: sizes).forEach { report($0) }
+report()
+
+// Swift concurrency: async closures as operations against a TaskGroup and a graph of Tasks.
+asyncReport(sizes: sizes).forEach { report($0) }
 report()
 report("Total benchmark time: \(format(milliseconds(wallClock.duration(to: .now)) / 1_000, decimals: 1)) s")
