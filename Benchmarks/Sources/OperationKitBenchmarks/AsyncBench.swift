@@ -13,56 +13,14 @@ import Dispatch
 import OperationKit
 import Synchronization
 
-// MARK: - The async operation: a stand-in until OperationKit's own type lands
-
-// STAND-IN for OperationKit's `AsyncOperation<Output>` (issue 7; being written in
-// Sources/OperationKit/Concurrency/). Same shape: a `ConcurrentOperation` whose `execute()` starts an
-// unstructured Swift Task running the closure, and which finishes (giving its queue slot back) when
-// the closure returns or throws. Unlike the real type it does not forward cancellation to the Task.
-//
-// SWITCH TO THE LIBRARY TYPE: in `makeAsyncOperation(_:)` below, replace
-// `AsyncOperationStandIn(body)` with `AsyncOperation(body)` (the library's initializer taking the
-// closure), then delete this class and set `asyncOperationImplementation` to "AsyncOperation".
-final class AsyncOperationStandIn<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
-    // Written in init; read and cleared by `execute()`, which runs at most once, ordered by the
-    // queue's and the operation state machine's locks (as in ClosureOperation).
-    private var body: (@Sendable () async throws -> Output)?
-    // Written by the Task before it calls `finish()`, read only after the operation has finished.
-    private var outcome: Result<Output, any Error>?
-
-    init(name: String? = nil, _ body: @escaping @Sendable () async throws -> Output) {
-        self.body = body
-        super.init(name: name)
-    }
-
-    /// The closure's result, once the operation has finished (`nil` before, or if it never ran).
-    var result: Result<Output, any Error>? { isFinished ? outcome : nil }
-
-    override func execute() {
-        guard let body else {
-            finish()
-            return
-        }
-        self.body = nil
-        // Runs on a queue worker (a Dispatch thread): a nonisolated context, so the Task runs on the
-        // global concurrent executor.
-        Task {
-            do {
-                self.outcome = .success(try await body())
-            } catch {
-                self.outcome = .failure(error)
-            }
-            self.finish()
-        }
-    }
-}
+// MARK: - The async operation
 
 /// What the "OK async" rows run on (printed with the results).
-let asyncOperationImplementation = "stand-in (benchmark-local AsyncOperationStandIn)"
+let asyncOperationImplementation = "AsyncOperation"
 
 /// THE ONE PLACE that makes the async operation of the "OK async" rows.
 func makeAsyncOperation(_ body: @escaping @Sendable () async -> Void) -> ConcurrentOperation {
-    AsyncOperationStandIn(body)
+    AsyncOperation(body)
 }
 
 // MARK: - Contenders

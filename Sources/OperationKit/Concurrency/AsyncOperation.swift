@@ -29,8 +29,8 @@ public final class AsyncOperation<Output: Sendable>: ConcurrentOperation, @unche
     private let priority: TaskPriority?
 
     // protected by machine.lock
-    /// The task running the closure, from the start of the task until it has finished.
-    private var task: Task<Void, Never>?
+    /// The runner whose task runs the closure, from the start (see `AsyncRunner`).
+    private var runner: AsyncRunner?
     /// Type-erased as in ``ResultProcedure`` (unspecialised code reads it).
     private var _result: Result<Any, any Error>?
 
@@ -94,41 +94,52 @@ public final class AsyncOperation<Output: Sendable>: ConcurrentOperation, @unche
     }
 
     /// Starts the task that runs the closure, and returns; the operation finishes when the
-    /// closure does.
+    /// closure does. (The task may go on to run the closures of the async operations the queue
+    /// makes ready next: see `AsyncRunner`.)
     public override func execute() {
-        guard let body else {
+        guard body != nil else {
             finishAfterStart()
             return
         }
-        self.body = nil
-        let task = Task(priority: priority ?? taskPriorityForExecution) {
-            let result: Result<Any, any Error>
-            do {
-                result = .success(try await body() as Any)
-            } catch {
-                result = .failure(error)
-            }
-            self.machine.lock.withLock {
-                self._result = result
-                self.task = nil
-            }
-            self.finishAfterStart()
-        }
+        let runner = AsyncRunner(running: self, priority: priority ?? taskPriorityForExecution)
         // Published in the same step as the cancelled flag is read: a cancel either comes after
-        // (and finds the task) or before (and is seen here).
+        // (and finds the runner) or before (and is seen here).
         let cancelled = machine.lock.withLock { () -> Bool in
-            if _result != nil { return false }  // the closure has already returned
-            self.task = task
+            self.runner = runner
             return machine.lifecycle.isCancelled
         }
-        if cancelled { task.cancel() }
+        if cancelled { runner.cancel(for: self) }
+        runner.start(with: self)
+    }
+
+    override func attachAsyncRunnerLocked(_ runner: AsyncRunner) {
+        self.runner = runner
+    }
+
+    override func canRunOnAsyncRunner(priority runnerPriority: TaskPriority?, queue: ConcurrentOperationQueue) -> Bool {
+        // Not started yet: nothing else touches these fields now.
+        guard body != nil else { return false }
+        let qualityOfService = queuedQualityOfService == .unspecified ? queue.qualityOfService : queuedQualityOfService
+        return (priority ?? TaskPriority(qualityOfService)) == runnerPriority
+    }
+
+    override func runOnAsyncRunner() async {
+        guard let body else { return }
+        self.body = nil
+        let result: Result<Any, any Error>
+        do {
+            result = .success(try await body() as Any)
+        } catch {
+            result = .failure(error)
+        }
+        machine.lock.withLock { _result = result }
     }
 
     /// Cancels the operation (see ``ConcurrentOperation/cancel()``) and the task running its
     /// closure, if it runs. Cancelled before it starts, the closure never runs.
     public override func cancel() {
         super.cancel()
-        machine.lock.withLock { task }?.cancel()
+        machine.lock.withLock { runner }?.cancel(for: self)
     }
 
     /// Does nothing and returns `false`: the operation finishes when its closure returns or throws.

@@ -303,6 +303,24 @@ open class ConcurrentOperation {
     ///   `finish()`, even wait for a dependent, so its finish never defers.)
     @discardableResult
     final func finishAfterStart(asLastStep: Bool = false) -> Bool {
+        finishAfterStart(handOff: asLastStep ? .lastStepOnWorker : .tellQueue).finished
+    }
+
+    /// Who does the queue's part of a finish (see ``finishAfterStart(asLastStep:)``).
+    enum FinishHandOff {
+        /// This call tells the queue.
+        case tellQueue
+        /// The worker running the operation, if this is its thread (`asLastStep`).
+        case lastStepOnWorker
+        /// The async runner that ran the operation's closure (see `AsyncRunner`): if it holds the
+        /// operation's slot, it keeps it and takes the queue's next ready operation in the same
+        /// step as the queue learns of the finish.
+        case asyncRunner
+    }
+
+    /// Finishes the operation after it started. Returns whether this call finished it, and for
+    /// `.asyncRunner` the operation that came with the runner's slot, if any.
+    final func finishAfterStart(handOff: FinishHandOff) -> (finished: Bool, next: ConcurrentOperation?) {
         let outcome = machine.finish {
             willBecomeFinishedLocked()
             let taken = Finished(
@@ -314,7 +332,7 @@ open class ConcurrentOperation {
             processedDependencyCount = 0
             return taken
         }
-        guard case .success(let finished) = outcome else { return false }
+        guard case .success(let finished) = outcome else { return (false, nil) }
         finished.completion?()
         // The queue is alive: it counts this operation until `operationDidFinish`.
         finished.queue?._withUnsafeGuaranteedRef { $0.notifyDelegate(didFinish: self) }
@@ -322,7 +340,7 @@ open class ConcurrentOperation {
         let (released, waiters) = announceFinish()
         var readyInSameQueue = released
         if finished.wasCancelled && finished.queue != nil && finished.registeredDependencyCount > 0 {
-            leaveDependents(of: finished.dependencies.prefix(finished.registeredDependencyCount))
+            leaveDependents(of: finished.dependencies, count: finished.registeredDependencyCount)
         }
         // Hand the dependents of other queues to their queues now; keep those of this one.
         readyInSameQueue.removeAll { dependent in
@@ -334,7 +352,8 @@ open class ConcurrentOperation {
             queue.makeReady([dependent])
             return true
         }
-        if asLastStep && finished.queue != nil && WorkerOperation.holds(self) {
+        var next: ConcurrentOperation?
+        if handOff == .lastStepOnWorker && finished.queue != nil && WorkerOperation.holds(self) {
             // Finished on the thread of the worker that runs it: the worker tells the queue once
             // `execute()` returns, in the critical section where it takes its next operation.
             deferredReady = readyInSameQueue
@@ -342,13 +361,17 @@ open class ConcurrentOperation {
             let releasesSlot = slotHandoff.exchange(SlotHandoff.finished, ordering: .acquiringAndReleasing)
                 == SlotHandoff.workerLeft
             // The queue is alive: it still counts this operation until this call returns.
-            queue._withUnsafeGuaranteedRef {
-                $0.operationDidFinish(self, releasesSlot: releasesSlot, newlyReady: readyInSameQueue)
+            if handOff == .asyncRunner && releasesSlot {
+                next = queue._withUnsafeGuaranteedRef { $0.runnerDidFinish(self, newlyReady: readyInSameQueue) }
+            } else {
+                queue._withUnsafeGuaranteedRef {
+                    $0.operationDidFinish(self, releasesSlot: releasesSlot, newlyReady: readyInSameQueue)
+                }
             }
         }
         for waiter in waiters { waiter.resume() }
         withExtendedLifetime(finished.dependencies) {}
-        return true
+        return (true, next)
     }
 
     /// Tells dependents and waiters that the operation has finished, its completion block done:
@@ -381,10 +404,12 @@ open class ConcurrentOperation {
     /// A cancelled operation finished without waiting for its dependencies: it leaves their
     /// `dependents` lists before its queue releases it. (Not only the lists of unfinished
     /// dependencies: one that has just set its finished flag may not have released its list yet.)
-    private func leaveDependents(of dependencies: Slice<OperationList>) {
+    /// (The first `count` of `dependencies`; indices rather than a slice, which would run
+    /// unspecialised.)
+    private func leaveDependents(of dependencies: OperationList, count: Int) {
         DependencyGraph.lock.withLock {
-            for dependency in dependencies {
-                while DependencyGraph.unregister(self, from: dependency) {}
+            for index in 0..<count {
+                while DependencyGraph.unregister(self, from: dependencies[index]) {}
             }
         }
     }
@@ -415,6 +440,17 @@ open class ConcurrentOperation {
     /// the operation is not ready to start after all (a procedure whose conditions are still being
     /// evaluated); it is then put back in the ready list with ``ConcurrentOperationQueue/requeue(_:)``.
     func prepareToRun(on queue: ConcurrentOperationQueue) -> Bool { true }
+
+    /// Whether an async runner holding a slot of `queue` at `priority` may run this operation's
+    /// work itself (see `AsyncRunner`); only ``AsyncOperation`` can.
+    func canRunOnAsyncRunner(priority: TaskPriority?, queue: ConcurrentOperationQueue) -> Bool { false }
+
+    /// Runs the operation's async work on an async runner (``AsyncOperation``).
+    func runOnAsyncRunner() async {}
+
+    /// Under `machine.lock`, as the operation starts on `runner`: it runs there
+    /// (``AsyncOperation``, to cancel its closure).
+    func attachAsyncRunnerLocked(_ runner: AsyncRunner) {}
 
     /// Under `machine.lock`, in the step in which the operation starts executing (just before
     /// ``performExecute()`` on the same thread). Must not call out.

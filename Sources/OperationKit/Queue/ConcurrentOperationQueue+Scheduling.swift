@@ -112,6 +112,21 @@ extension ConcurrentOperationQueue {
         apply(effects, finished: operation)
     }
 
+    /// An async runner that holds `operation`'s slot finished it: unlink it and, in the same step,
+    /// take the next ready operation with that slot (or give the slot back: `nil`).
+    func runnerDidFinish(_ operation: ConcurrentOperation, newlyReady: OperationList) -> ConcurrentOperation? {
+        let (effects, next) = lock.withLock {
+            (removeLocked(operation, releasesSlot: false, newlyReady: newlyReady, returningWorkers: 1), nextOrReleaseSlot())
+        }
+        apply(effects, finished: operation)
+        return next
+    }
+
+    /// Hands `operation`, taken from the ready list with a slot, and the slot to a new worker.
+    func startWorker(with operation: ConcurrentOperation) {
+        target.async { self.runWorker(first: operation) }
+    }
+
     /// What is left to do, without the lock, after an operation left the queue.
     struct RemovalEffects {
         var spawn: Int
@@ -166,9 +181,9 @@ extension ConcurrentOperationQueue {
 
     /// A worker: holds one slot and runs ready operations one after another, until none is left
     /// or an operation keeps the slot because it finishes after `execute()` returned.
-    func runWorker() {
+    func runWorker(first: ConcurrentOperation? = nil) {
         CurrentQueue.with(self) {
-            var next = lock.withLock { nextOrReleaseSlot() }
+            var next = first ?? lock.withLock { nextOrReleaseSlot() }
             while let operation = next {
                 switch operation.runOnWorker(of: self) {
                 case .keepSlot:

@@ -34,26 +34,29 @@ enum DependencyGraph {
         let (dependencies, start) = operation.machine.lock.withLock {
             (operation._dependencies, operation.processedDependencyCount)
         }
-        let pending = dependencies[start...]
-        if pending.isEmpty { return }
-        operation.readiness.add(pending.count, ordering: .acquiringAndReleasing)
+        // Indices, not a slice: `Slice<OperationList>` runs unspecialised here (a generic
+        // metadata lookup per call).
+        let end = dependencies.count
+        let pendingCount = end - start
+        if pendingCount <= 0 { return }
+        operation.readiness.add(pendingCount, ordering: .acquiringAndReleasing)
         var skipped = 0
-        for index in pending.indices {
-            let dependency = pending[index]
+        for index in start..<end {
+            let dependency = dependencies[index]
             do {
                 try order(dependency, before: operation)
             } catch {
                 // Release the count of every dependency, except those registered here that have
                 // finished since: their finish released their count already.
                 var absent = 0
-                for done in pending[..<index] where !unregister(operation, from: done) { absent += 1 }
+                for doneIndex in start..<index where !unregister(operation, from: dependencies[doneIndex]) { absent += 1 }
                 let releasedByFinish = absent - skipped
-                operation.readiness.subtract(pending.count - releasedByFinish, ordering: .acquiringAndReleasing)
+                operation.readiness.subtract(pendingCount - releasedByFinish, ordering: .acquiringAndReleasing)
                 throw error
             }
             if !dependency.registerDependent(operation) { skipped += 1 }
         }
-        operation.machine.lock.withLock { operation.processedDependencyCount += pending.count }
+        operation.machine.lock.withLock { operation.processedDependencyCount += pendingCount }
         if skipped > 0 {
             operation.readiness.subtract(skipped, ordering: .acquiringAndReleasing)
         }
