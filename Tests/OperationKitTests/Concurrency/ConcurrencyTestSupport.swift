@@ -72,10 +72,14 @@ func opened(_ gate: Gate, within timeout: Duration = operationTestTimeout) async
     }
 }
 
-/// Where blocking test waits run, so that they never hold a thread of Swift's cooperative pool.
+/// Where blocking test waits run, so that they never hold a thread of Swift's cooperative pool
+/// nor of Dispatch's global pool (whose workers run the queues under test: with both threads of
+/// a 2-core machine blocked in waits, libdispatch adds a thread only after about a second). A
+/// serial queue of its own gets a thread of its own.
 enum BlockingWaits {
-    static let waits = DispatchQueue(label: "OperationKitTests.blockingWaits", attributes: .concurrent)
-    static func run(_ body: @escaping @Sendable () -> Void) { waits.async(execute: body) }
+    static func run(_ body: @escaping @Sendable () -> Void) {
+        DispatchQueue(label: "OperationKitTests.blockingWait").async(execute: body)
+    }
 }
 
 /// The number of waiters an operation holds (tasks and threads waiting for it to finish).

@@ -1,0 +1,163 @@
+import Dispatch
+@testable import OperationKit
+import OperationKitTestSupport
+import Synchronization
+import Testing
+
+/// The task that ran an AsyncOperation's closure goes on to the closures of the async operations
+/// its queue has ready next (`AsyncRunner`): one task for a chain, cancellation that reaches only
+/// the closure it was meant for, and everything else handed back to the queue's workers.
+@Suite("Concurrency: async operations share a task along a chain")
+struct AsyncRunnerTests {
+    /// What a closure saw of the task it ran in.
+    final class Sightings: Sendable {
+        private let recorder = Recorder<Sighting>()
+        struct Sighting: Sendable {
+            var name: String
+            var task: Int
+            var cancelled: Bool
+            var priority: TaskPriority
+        }
+
+        func record(_ name: String) {
+            let task = withUnsafeCurrentTask { $0?.hashValue } ?? 0
+            recorder.record(Sighting(name: name, task: task, cancelled: Task.isCancelled, priority: Task.currentPriority))
+        }
+
+        func of(_ name: String) -> Sighting? { recorder.values.first { $0.name == name } }
+    }
+
+    /// A one-shot signal a closure awaits without holding a thread.
+    final class Signal: Sendable {
+        private let stream: AsyncStream<Void>
+        private let continuation: AsyncStream<Void>.Continuation
+
+        init() { (stream, continuation) = AsyncStream.makeStream(of: Void.self) }
+
+        func send() { continuation.yield(()) }
+        func wait() async { for await _ in stream { return } }
+    }
+
+    @Test("a chain of async operations runs its closures one after another in one task")
+    func chainSharesTask() async throws {
+        let queue = ConcurrentOperationQueue(name: "chain")
+        let seen = Sightings()
+        let operations = (0..<5).map { index in AsyncOperation(name: "op\(index)") { seen.record("op\(index)") } }
+        for index in 1..<operations.count { try operations[index].addDependency(operations[index - 1]) }
+        try queue.addOperations(operations, waitUntilFinished: false)
+        try await awaitWithin { await queue.waitUntilAllOperationsAreFinished() }
+        let tasks = Set((0..<5).compactMap { seen.of("op\($0)")?.task })
+        #expect(tasks.count == 1, "one task ran the whole chain")
+        #expect(operations.allSatisfy { $0.isFinished && $0.result != nil })
+    }
+
+    @Test("cancelling the operation whose closure runs cancels that closure; the next one runs in a task that is not cancelled")
+    func cancelReachesOnlyItsClosure() async throws {
+        let queue = ConcurrentOperationQueue(name: "cancel-current")
+        let seen = Sightings()
+        let started = Latch()
+        let first = AsyncOperation(name: "first") {
+            started.countDown()
+            // Ends early when the task is cancelled (the test's timeout fails it otherwise).
+            try? await Task.sleep(for: .seconds(60))
+            seen.record("first")
+        }
+        let second = AsyncOperation(name: "second") { seen.record("second") }
+        try second.addDependency(first)
+        try queue.addOperations([first, second], waitUntilFinished: false)
+        #expect(await opened(started))
+        first.cancel()
+        try await awaitWithin { await queue.waitUntilAllOperationsAreFinished() }
+        let firstSighting = try #require(seen.of("first"))
+        let secondSighting = try #require(seen.of("second"))
+        #expect(firstSighting.cancelled)
+        #expect(!secondSighting.cancelled, "a later closure never runs in the cancelled task")
+        #expect(firstSighting.task != secondSighting.task)
+    }
+
+    @Test("cancelling an operation whose closure has ended does not reach the next closure in the same task")
+    func lateCancelDoesNotLeak() async throws {
+        let queue = ConcurrentOperationQueue(name: "cancel-late")
+        let seen = Sightings()
+        let secondStarted = Latch()
+        let release = Signal()
+        let first = AsyncOperation(name: "first") { seen.record("first") }
+        let second = AsyncOperation(name: "second") {
+            secondStarted.countDown()
+            await release.wait()
+            seen.record("second")
+        }
+        try second.addDependency(first)
+        try queue.addOperations([first, second], waitUntilFinished: false)
+        #expect(await opened(secondStarted))
+        first.cancel()  // finished already: changes nothing, and must not cancel `second`'s task
+        release.send()
+        try await awaitWithin { await queue.waitUntilAllOperationsAreFinished() }
+        let secondSighting = try #require(seen.of("second"))
+        #expect(!secondSighting.cancelled)
+        #expect(seen.of("first")?.task == secondSighting.task, "the chain shared its task")
+        #expect(!first.isCancelled)
+    }
+
+    @Test("a synchronous operation in a chain of async ones runs on a worker of the queue")
+    func synchronousGoesToWorker() async throws {
+        let queue = ConcurrentOperationQueue(name: "mixed")
+        let seen = Sightings()
+        let ranOnWorker = Atomic(false)
+        let first = AsyncOperation(name: "first") { seen.record("first") }
+        let middle = ClosureOperation(name: "middle") {
+            ranOnWorker.store(ConcurrentOperationQueue.current === queue, ordering: .relaxed)
+        }
+        let last = AsyncOperation(name: "last") { seen.record("last") }
+        try middle.addDependency(first)
+        try last.addDependency(middle)
+        try queue.addOperations([first, middle, last], waitUntilFinished: false)
+        try await awaitWithin { await queue.waitUntilAllOperationsAreFinished() }
+        let onWorker = ranOnWorker.load(ordering: .relaxed)
+        #expect(onWorker)
+        #expect(seen.of("first") != nil && seen.of("last") != nil)
+    }
+
+    @Test("an operation that asks for another priority gets a task of its own, at that priority")
+    func priorityChangeStartsNewTask() async throws {
+        let queue = ConcurrentOperationQueue(name: "priorities")
+        let seen = Sightings()
+        let low = AsyncOperation(name: "low", priority: .low) { seen.record("low") }
+        let high = AsyncOperation(name: "high", priority: .high) { seen.record("high") }
+        try high.addDependency(low)
+        try queue.addOperations([low, high], waitUntilFinished: false)
+        try await awaitWithin { await queue.waitUntilAllOperationsAreFinished() }
+        let lowSighting = try #require(seen.of("low"))
+        let highSighting = try #require(seen.of("high"))
+        #expect(lowSighting.task != highSighting.task)
+        #expect(highSighting.priority >= .high)
+    }
+
+    @Test("a chain on a serial queue still runs one closure at a time, in order, and lets other work in between")
+    func serialQueueOrder() async throws {
+        let queue = try ConcurrentOperationQueue(name: "serial", maxConcurrentOperationCount: 1)
+        let order = Recorder<String>()
+        let inFlight = Atomic(0)
+        let overlap = Atomic(false)
+        func body(_ name: String) -> @Sendable () async -> Void {
+            {
+                if inFlight.wrappingAdd(1, ordering: .acquiringAndReleasing).newValue > 1 {
+                    overlap.store(true, ordering: .relaxed)
+                }
+                await Task.yield()
+                order.record(name)
+                inFlight.wrappingSubtract(1, ordering: .acquiringAndReleasing)
+            }
+        }
+        let chain = (0..<20).map { AsyncOperation(name: "c\($0)", body("c\($0)")) }
+        for index in 1..<chain.count { try chain[index].addDependency(chain[index - 1]) }
+        let others = (0..<20).map { AsyncOperation(name: "o\($0)", body("o\($0)")) }
+        try queue.addOperations(chain + others, waitUntilFinished: false)
+        try await awaitWithin { await queue.waitUntilAllOperationsAreFinished() }
+        let overlapped = overlap.load(ordering: .relaxed)
+        #expect(!overlapped)
+        let values = order.values
+        #expect(values.filter { $0.hasPrefix("c") } == (0..<20).map { "c\($0)" })
+        #expect(values.count == 40)
+    }
+}
