@@ -339,12 +339,9 @@ open class ConcurrentOperation {
             // `execute()` returns, in the critical section where it takes its next operation.
             deferredReady = readyInSameQueue
         } else if let queue = finished.queue {
-            let releasesSlot = slotHandoff.exchange(SlotHandoff.finished, ordering: .acquiringAndReleasing)
-                == SlotHandoff.workerLeft
-            // The queue is alive: it still counts this operation until this call returns.
-            queue._withUnsafeGuaranteedRef {
-                $0.operationDidFinish(self, releasesSlot: releasesSlot, newlyReady: readyInSameQueue)
-            }
+            // The queue is alive: it still counts this operation until this call returns. It
+            // settles the slot with the worker (`slotHandoff`) under its lock.
+            queue._withUnsafeGuaranteedRef { $0.operationDidFinish(self, newlyReady: readyInSameQueue) }
         }
         for waiter in waiters { waiter.resume() }
         withExtendedLifetime(finished.dependencies) {}

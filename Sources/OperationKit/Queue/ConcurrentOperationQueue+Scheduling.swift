@@ -102,12 +102,22 @@ extension ConcurrentOperationQueue {
         }
     }
 
-    /// `operation` finished on some thread: unlink it, return its slot if it held one, queue the
-    /// dependents it released, and wake waiters if the queue is now empty.
-    func operationDidFinish(_ operation: ConcurrentOperation, releasesSlot: Bool, newlyReady: OperationList) {
-        // A worker that still holds its slot for this operation will take one entry itself.
+    /// `operation` finished on some thread, not as the last step of `execute()` on its worker:
+    /// unlink it, return its slot if it held one, queue the dependents it released, and wake
+    /// waiters if the queue is now empty.
+    func operationDidFinish(_ operation: ConcurrentOperation, newlyReady: OperationList) {
         let effects = lock.withLock {
-            removeLocked(operation, releasesSlot: releasesSlot, newlyReady: newlyReady, returningWorkers: releasesSlot ? 0 : 1)
+            // Settled under the lock, not before it: a worker whose exchange then sees `finished`
+            // keeps its slot and takes this lock to look for its next operation only after this
+            // critical section, so it finds the dependents pushed here (see "Slot hand-off" in
+            // Documentation/Architecture.md). Exchanged before taking the lock, the worker could
+            // look first, find nothing and leave, while `returningWorkers` below still counted
+            // it: a dependent in the ready list with no worker coming for it.
+            let releasesSlot = operation.slotHandoff.exchange(SlotHandoff.finished, ordering: .acquiringAndReleasing)
+                == SlotHandoff.workerLeft
+            // A worker that still holds its slot for this operation will take one entry itself.
+            return removeLocked(
+                operation, releasesSlot: releasesSlot, newlyReady: newlyReady, returningWorkers: releasesSlot ? 0 : 1)
         }
         apply(effects, finished: operation)
     }
