@@ -358,15 +358,12 @@ open class ConcurrentOperation {
             // `execute()` returns, in the critical section where it takes its next operation.
             deferredReady = readyInSameQueue
         } else if let queue = finished.queue {
-            let releasesSlot = slotHandoff.exchange(SlotHandoff.finished, ordering: .acquiringAndReleasing)
-                == SlotHandoff.workerLeft
-            // The queue is alive: it still counts this operation until this call returns.
-            if handOff == .asyncRunner && releasesSlot {
+            // The queue is alive: it still counts this operation until this call returns. It
+            // settles the slot with the worker (`slotHandoff`) under its lock.
+            if handOff == .asyncRunner {
                 next = queue._withUnsafeGuaranteedRef { $0.runnerDidFinish(self, newlyReady: readyInSameQueue) }
             } else {
-                queue._withUnsafeGuaranteedRef {
-                    $0.operationDidFinish(self, releasesSlot: releasesSlot, newlyReady: readyInSameQueue)
-                }
+                queue._withUnsafeGuaranteedRef { $0.operationDidFinish(self, newlyReady: readyInSameQueue) }
             }
         }
         for waiter in waiters { waiter.resume() }

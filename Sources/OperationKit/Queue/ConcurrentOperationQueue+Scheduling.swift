@@ -102,21 +102,37 @@ extension ConcurrentOperationQueue {
         }
     }
 
-    /// `operation` finished on some thread: unlink it, return its slot if it held one, queue the
-    /// dependents it released, and wake waiters if the queue is now empty.
-    func operationDidFinish(_ operation: ConcurrentOperation, releasesSlot: Bool, newlyReady: OperationList) {
-        // A worker that still holds its slot for this operation will take one entry itself.
+    /// `operation` finished on some thread, not as the last step of `execute()` on its worker:
+    /// unlink it, return its slot if it held one, queue the dependents it released, and wake
+    /// waiters if the queue is now empty.
+    func operationDidFinish(_ operation: ConcurrentOperation, newlyReady: OperationList) {
         let effects = lock.withLock {
-            removeLocked(operation, releasesSlot: releasesSlot, newlyReady: newlyReady, returningWorkers: releasesSlot ? 0 : 1)
+            // Settled under the lock, not before it: a worker whose exchange then sees `finished`
+            // keeps its slot and takes this lock to look for its next operation only after this
+            // critical section, so it finds the dependents pushed here (see "Slot hand-off" in
+            // Documentation/Architecture.md). Exchanged before taking the lock, the worker could
+            // look first, find nothing and leave, while `returningWorkers` below still counted
+            // it: a dependent in the ready list with no worker coming for it.
+            let releasesSlot = operation.slotHandoff.exchange(SlotHandoff.finished, ordering: .acquiringAndReleasing)
+                == SlotHandoff.workerLeft
+            // A worker that still holds its slot for this operation will take one entry itself.
+            return removeLocked(
+                operation, releasesSlot: releasesSlot, newlyReady: newlyReady, returningWorkers: releasesSlot ? 0 : 1)
         }
         apply(effects, finished: operation)
     }
 
-    /// An async runner that holds `operation`'s slot finished it: unlink it and, in the same step,
-    /// take the next ready operation with that slot (or give the slot back: `nil`).
+    /// An async runner finished `operation`: unlink it and, if the runner holds its slot (the
+    /// worker left `execute()` first), take the next ready operation with that slot in the same
+    /// step (or give the slot back: `nil`). If the worker still holds the slot, it takes the
+    /// next operation itself (as in `operationDidFinish`), and this returns `nil`.
     func runnerDidFinish(_ operation: ConcurrentOperation, newlyReady: OperationList) -> ConcurrentOperation? {
-        let (effects, next) = lock.withLock {
-            (removeLocked(operation, releasesSlot: false, newlyReady: newlyReady, returningWorkers: 1), nextOrReleaseSlot())
+        let (effects, next) = lock.withLock { () -> (RemovalEffects, ConcurrentOperation?) in
+            // Settled under the lock, as in `operationDidFinish`.
+            let runnerHoldsSlot = operation.slotHandoff.exchange(SlotHandoff.finished, ordering: .acquiringAndReleasing)
+                == SlotHandoff.workerLeft
+            let effects = removeLocked(operation, releasesSlot: false, newlyReady: newlyReady, returningWorkers: 1)
+            return (effects, runnerHoldsSlot ? nextOrReleaseSlot() : nil)
         }
         apply(effects, finished: operation)
         return next
