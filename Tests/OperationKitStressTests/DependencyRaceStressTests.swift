@@ -217,6 +217,65 @@ extension StressTests {
             #expect(fillerTallies.allSatisfy { $0.executionCount == 1 })
         }
 
+        /// The decrement that makes a dependent runnable is the last moment its dependency may
+        /// touch it unretained: from then on a worker can take a stale ready-list entry of it, run
+        /// it, and its queue let it go — here nothing else holds it — while the finishing
+        /// dependency is still going through its list. (The dependency used to retain the
+        /// dependents it released only after that decrement, and used freed memory when its
+        /// thread was preempted in between.) Each round lays out the ready list so that workers
+        /// reach the stale entries right behind the dependency's loop, and the workers run on an
+        /// overcommitting dispatch queue, so more of them run than there are cores. The window is
+        /// a few instructions wide, so this makes the race possible, not likely: a use after free
+        /// crashes here, or is reported by the address sanitizer.
+        @Test("a dependent run and released by its queue at once is not used by its dependency's finish")
+        func dependentsReleasedWhileTheirDependencyFinishes() throws {
+            let rounds = 20
+            let fanOut = Stress.count(1_000)
+            let clock = LogicalClock()
+            // A custom concurrent dispatch queue overcommits: each worker loop gets a thread.
+            let queue = ConcurrentOperationQueue(
+                name: "released-dependents",
+                underlyingQueue: DispatchQueue(label: "released-dependents", attributes: .concurrent))
+            for round in 0..<rounds {
+                queue.isSuspended = true
+                let dependencyTally = Tally()
+                var dependentTallies: [Tally] = []
+                var fillerTallies: [Tally] = []
+                func addFiller(_ name: String) throws {
+                    let tally = Tally()
+                    try queue.addOperation(ClosureOperation(name: name) { tally.recordStart(clock) })
+                    fillerTallies.append(tally)
+                }
+                // Fillers, the dependency, then filler and dependent alternately: each dependent is
+                // runnable when added (an entry in the ready list) and then given the dependency
+                // (the entry goes stale). The test keeps only the tallies.
+                for index in 0..<8 { try addFiller("lead\(round).\(index)") }
+                do {
+                    let dependency = ClosureOperation(name: "dependency\(round)") { dependencyTally.recordStart(clock) }
+                    dependency.completionBlock = { dependencyTally.recordCompletion(clock) }
+                    try queue.addOperation(dependency)
+                    for index in 0..<fanOut {
+                        try addFiller("filler\(round).\(index)")
+                        let tally = Tally()
+                        let dependent = ClosureOperation(name: "dependent\(round).\(index)") { tally.recordStart(clock) }
+                        dependent.completionBlock = { tally.recordCompletion(clock) }
+                        try queue.addOperation(dependent)
+                        try dependent.addDependency(dependency)
+                        dependentTallies.append(tally)
+                    }
+                }
+                queue.isSuspended = false
+                try #require(queue.waitUntilAllOperationsAreFinished(timeout: Stress.timeout))
+                let wrong = offenders(fanOut) { index in
+                    let tally = dependentTallies[index]
+                    return tally.executionCount != 1 || tally.completionCount != 1
+                        || tally.started <= dependencyTally.finished
+                }
+                #expect(wrong.count == 0, "round \(round): dependents run wrongly: \(wrong)")
+                #expect(fillerTallies.allSatisfy { $0.executionCount == 1 })
+            }
+        }
+
         @Test("cancel() races with the last dependency finishing", arguments: [1, 2])
         func cancelRacesWithLastDependency(threads: Int) throws {
             let fixture = Fixture(count: Stress.count(5_000))

@@ -93,8 +93,11 @@ open class ConcurrentOperation {
     /// retained: a listed operation is retained by its caller while it is being added, then by
     /// its queue until it finishes — and it finishes only after every listed entry of it was
     /// released (it ran: each dependency released it first) or removed (it was cancelled: it
-    /// leaves the lists of its unfinished dependencies before its queue lets it go). Saves a
-    /// retain and a release, on objects other threads are touching, per dependency edge.
+    /// leaves the lists of its dependencies before its queue lets it go). The release that makes
+    /// it runnable is the exception: once its count reaches 0 a worker may run it at once
+    /// (through a stale ready-list entry) and its queue let it go, so `announceFinish` retains an
+    /// entry before a decrement that may do that. Saves a retain and a release, on objects other
+    /// threads are touching, per dependency edge.
     var dependents = UnretainedOperationList()
 
     /// Unfinished registered dependencies plus the `Readiness` flags; see `Readiness`.
@@ -325,7 +328,7 @@ open class ConcurrentOperation {
             willBecomeFinishedLocked()
             let taken = Finished(
                 completion: _completionBlock, queue: queueReference, dependencies: _dependencies,
-                registeredDependencyCount: processedDependencyCount, wasCancelled: machine.lifecycle.isCancelled)
+                wasCancelled: machine.lifecycle.isCancelled)
             _completionBlock = nil
             queueReference = nil
             _dependencies = OperationList()
@@ -339,8 +342,10 @@ open class ConcurrentOperation {
 
         let (released, waiters) = announceFinish()
         var readyInSameQueue = released
-        if finished.wasCancelled && finished.queue != nil && finished.registeredDependencyCount > 0 {
-            leaveDependents(of: finished.dependencies, count: finished.registeredDependencyCount)
+        if finished.wasCancelled && finished.queue != nil && !finished.dependencies.isEmpty {
+            // All of them, not only the first `registeredDependencyCount`: an `addDependency`
+            // racing with this finish may have registered an edge it has not counted yet.
+            leaveDependents(of: finished.dependencies)
         }
         // Hand the dependents of other queues to their queues now; keep those of this one.
         readyInSameQueue.removeAll { dependent in
@@ -358,13 +363,19 @@ open class ConcurrentOperation {
             // `execute()` returns, in the critical section where it takes its next operation.
             deferredReady = readyInSameQueue
         } else if let queue = finished.queue {
-            // The queue is alive: it still counts this operation until this call returns. It
-            // settles the slot with the worker (`slotHandoff`) under its lock.
+            // The queue counts this operation only until it unlinks it; from then on another
+            // finish may empty the queue, resume its waiters and let it go while this call still
+            // starts workers. A worker of the queue holds it for its whole loop; any other thread
+            // (a callback finishing the operation, an async runner) holds it for the call. The
+            // queue settles the slot with the worker (`slotHandoff`) under its lock.
+            let retained: ConcurrentOperationQueue? =
+                queue._withUnsafeGuaranteedRef({ CurrentQueue.holds($0) }) ? nil : queue.takeUnretainedValue()
             if handOff == .asyncRunner {
                 next = queue._withUnsafeGuaranteedRef { $0.runnerDidFinish(self, newlyReady: readyInSameQueue) }
             } else {
                 queue._withUnsafeGuaranteedRef { $0.operationDidFinish(self, newlyReady: readyInSameQueue) }
             }
+            withExtendedLifetime(retained) {}
         }
         for waiter in waiters { waiter.resume() }
         withExtendedLifetime(finished.dependencies) {}
@@ -386,26 +397,43 @@ open class ConcurrentOperation {
         }
         guard flags & LifeFlags.hasDependents != 0 else { return (OperationList(), waiting) }
         // Under the graph lock: the entries are not retained, and each is alive while it is
-        // listed (see `dependents`).
+        // listed (see `dependents`) — but only until the decrement that makes it runnable: from
+        // then on a worker may take it (through a stale ready-list entry), run it, and its queue
+        // release it before this loop is done with it. So an entry that this decrement may make
+        // runnable is retained first.
+        var unneeded = OperationList()
         let runnable = DependencyGraph.lock.withLock {
             var runnable = OperationList()
-            for entry in dependents where entry._withUnsafeGuaranteedRef({ $0.dependencyDidFinish() }) {
-                runnable.append(entry.takeUnretainedValue())
+            for entry in dependents {
+                // The count changes only under the graph lock (only the flags change without it),
+                // so only an entry whose count is 1 now can reach exactly 0 below.
+                let mayBecomeRunnable = entry._withUnsafeGuaranteedRef {
+                    $0.readiness.load(ordering: .relaxed) & Readiness.countMask == 1
+                }
+                if mayBecomeRunnable { _ = entry.retain() }
+                if entry._withUnsafeGuaranteedRef({ $0.dependencyDidFinish() }) {
+                    assert(mayBecomeRunnable, "a dependent's count changed outside the graph lock")
+                    runnable.append(mayBecomeRunnable ? entry.takeRetainedValue() : entry.takeUnretainedValue())
+                } else if mayBecomeRunnable {
+                    // Cancelled, or still being enqueued, meanwhile: `cancel()` or the enqueuer
+                    // pushes it. The retain is given back after the lock.
+                    unneeded.append(entry.takeRetainedValue())
+                }
             }
             dependents = UnretainedOperationList()
             return runnable
         }
+        withExtendedLifetime(unneeded) {}
         return (runnable, waiting)
     }
 
     /// A cancelled operation finished without waiting for its dependencies: it leaves their
     /// `dependents` lists before its queue releases it. (Not only the lists of unfinished
     /// dependencies: one that has just set its finished flag may not have released its list yet.)
-    /// (The first `count` of `dependencies`; indices rather than a slice, which would run
-    /// unspecialised.)
-    private func leaveDependents(of dependencies: OperationList, count: Int) {
+    /// (Indices rather than a for-in loop over the list, whose iterator may run unspecialised.)
+    private func leaveDependents(of dependencies: OperationList) {
         DependencyGraph.lock.withLock {
-            for index in 0..<count {
+            for index in 0..<dependencies.count {
                 while DependencyGraph.unregister(self, from: dependencies[index]) {}
             }
         }
@@ -415,7 +443,6 @@ open class ConcurrentOperation {
         var completion: (@Sendable () -> Void)?
         var queue: Unmanaged<ConcurrentOperationQueue>?
         var dependencies: OperationList
-        var registeredDependencyCount: Int
         var wasCancelled: Bool
     }
 
