@@ -63,6 +63,12 @@ open class ResultProcedure<Output: Sendable>: ProcedureOperation, @unchecked Sen
         _ = finishCollecting([], asLastStep: true) { self._output = .some(value as Any) }
     }
 
+    /// ``finish(withValue:)`` with `()`, for `Output == Void`, from this module's own
+    /// `execute()`: the value is stored type-erased, as `()`.
+    func finishAsLastStepWithVoid() {
+        _ = finishCollecting([], asLastStep: true) { self._output = .some(() as Any) }
+    }
+
     /// Finishes the procedure with `result`: with its value (``finish(withValue:)``), or with its
     /// error (``ProcedureOperation/finish(with:)``).
     ///
@@ -97,6 +103,10 @@ public final class ClosureProcedure<Output: Sendable>: ResultProcedure<Output>, 
     // destroyed through its type metadata (a few hundred instructions per procedure).
     @exclusivity(unchecked) private var synchronousBody: (@Sendable () throws -> Output)?
     @exclusivity(unchecked) private var asynchronousBody: (@Sendable (ClosureProcedure<Output>) -> Void)?
+    /// The body of a `ClosureProcedure<Void>`, stored as given: in `synchronousBody` a closure
+    /// returning `Void` is wrapped in a reabstraction thunk (an allocation per procedure, freed
+    /// on the worker that runs it).
+    @exclusivity(unchecked) private var voidBody: (@Sendable () throws -> Void)?
 
     /// A procedure that runs `body` and finishes with its value, or with the error it throws.
     ///
@@ -123,10 +133,30 @@ public final class ClosureProcedure<Output: Sendable>: ResultProcedure<Output>, 
         hookEvents = []  // overrides no hook
     }
 
+    /// A procedure without a result (`ClosureProcedure<Void>`) that runs `body` and finishes,
+    /// with the error it throws if it throws.
+    ///
+    /// - Parameters:
+    ///   - name: A name for logs and errors.
+    ///   - body: The work, run on the thread that executes the procedure.
+    public init(name: String? = nil, _ body: @escaping @Sendable () throws -> Void) where Output == Void {
+        voidBody = body
+        super.init(name: name)
+        hookEvents = []  // overrides no hook
+    }
+
     /// Runs the closure: a synchronous one finishes the procedure with its value or error; an
     /// asynchronous one is handed the procedure.
     public override func execute() {
-        if let work = synchronousBody {
+        if let work = voidBody {
+            voidBody = nil
+            do {
+                try work()
+                finishAsLastStepWithVoid()
+            } catch {
+                _ = finishCollecting([error], asLastStep: true)
+            }
+        } else if let work = synchronousBody {
             synchronousBody = nil
             do {
                 finishAsLastStep(withValue: try work())
@@ -144,6 +174,7 @@ public final class ClosureProcedure<Output: Sendable>: ResultProcedure<Output>, 
     override func didFinishWithoutExecuting() {
         synchronousBody = nil
         asynchronousBody = nil
+        voidBody = nil
     }
 }
 
