@@ -28,8 +28,8 @@ func makeAsyncOperation(_ body: @escaping @Sendable () async -> Void) -> Concurr
 typealias AsyncBody = @Sendable () async -> Void
 
 /// The priority of every Task in the section. The Task graph's Tasks are made on the main thread,
-/// where `Task {}` would inherit `.high` (the main thread's QoS); the stand-in's Tasks are made on
-/// Dispatch workers of the default QoS (`.medium`), and the groups' children inherit `.medium` from
+/// where `Task {}` would inherit `.high` (the main thread's QoS); AsyncOperation's Tasks get the
+/// priority of the queue's default QoS (`.medium`), and the groups' children inherit `.medium` from
 /// the detached Task that runs the group. On Linux the global executor runs each priority on its
 /// own Dispatch root queue, so all of them are made `.medium`, on the same one.
 let asyncPriority = TaskPriority.medium
