@@ -509,6 +509,9 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// Finishes a procedure cancelled between its queue's start and its execution.
     func finishCancelledAtStart() {
         completeFinish(executed: false)
+        // `execute()` never runs: let go of the work now (a `ClosureProcedure`'s closure), as a
+        // procedure cancelled earlier does.
+        didFinishWithoutExecuting()
     }
 
     func emitDidExecuteOnce() {
