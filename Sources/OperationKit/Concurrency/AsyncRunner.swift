@@ -92,13 +92,12 @@ extension ConcurrentOperation {
     /// until it finishes (as after its worker left).
     fileprivate func startOnAsyncRunner(_ runner: AsyncRunner) -> OperationLifecycle.StartAction {
         slotHandoff.store(SlotHandoff.workerLeft, ordering: .releasing)
-        return machine.lock.withLock {
-            let action = machine.lifecycle.start()
-            if case .execute = action {
-                didStartExecutingLocked()
-                attachAsyncRunnerLocked(runner)
-            }
+        let action = machine.lock.withLock {
+            let action = startStepLocked()
+            if case .execute = action { attachAsyncRunnerLocked(runner) }
             return action
         }
+        if case .execute = action { tellLifecycleEventStreams() }
+        return action
     }
 }

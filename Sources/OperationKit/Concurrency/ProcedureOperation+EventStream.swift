@@ -47,6 +47,9 @@ extension ProcedureOperation {
     /// resumed, which may be just before the did-finish observers), then ends; read after it has
     /// finished, it yields that at once and ends. The stream holds the procedure until it has
     /// finished; stopping the iteration early is allowed.
+    ///
+    /// The base operation's ``ConcurrentOperation/lifecycleEvents`` (started, cancelled,
+    /// finished) is available too, also after the procedure executed.
     public var events: AsyncStream<Event> {
         let (stream, continuation) = AsyncStream.makeStream(of: Event.self)
         do {

@@ -114,7 +114,8 @@ open class ConcurrentOperation {
 
     /// Hands the worker's concurrency slot over between the worker and `finish()`.
     let slotHandoff = Atomic<UInt8>(SlotHandoff.workerHolds)
-    /// `LifeFlags`: whether the operation has finished, and whether it ever had dependents.
+    /// `LifeFlags`: whether the operation has finished, whether it ever had dependents, and
+    /// whether it may have lifecycle event streams.
     let lifeFlags = Atomic<UInt8>(0)
 
     // protected by machine.lock (kept with the other one-byte fields to save padding)
@@ -136,6 +137,10 @@ open class ConcurrentOperation {
             let dependencies = _dependencies
             _dependencies = OperationList()
             ChainRelease.release(consume dependencies)
+        }
+        // Released before it finished, with event streams: they end, and leave the side table.
+        if lifeFlags.load(ordering: .relaxed) & LifeFlags.hasEventStreams != 0 {
+            LifecycleEventStreams.operationWillDeallocate(ObjectIdentifier(self))
         }
     }
 
@@ -225,12 +230,11 @@ open class ConcurrentOperation {
         // claimed the operation meanwhile must be the only one to start it.
         let action = machine.lock.withLock { () -> OperationLifecycle.StartAction in
             guard queueReference == nil else { return .refuse(.managedByQueue) }
-            let action = machine.lifecycle.start()
-            if case .execute = action { didStartExecutingLocked() }
-            return action
+            return startStepLocked()
         }
         switch action {
         case .execute:
+            tellLifecycleEventStreams()
             performExecute()
         case .finishWithoutExecuting:
             finishWithoutExecuting()
@@ -275,10 +279,30 @@ open class ConcurrentOperation {
     open func cancel() {
         // One critical section sets the flag and reads the queue. (The machine of a
         // ConcurrentOperation has no cancellation block to run.)
-        let queue = machine.lock.withLock { () -> ConcurrentOperationQueue? in
-            cancelLocked() ? self.queue : nil
+        let (cancelled, queue) = machine.lock.withLock { () -> (Bool, ConcurrentOperationQueue?) in
+            cancelLocked() ? (true, self.queue) : (false, nil)
         }
+        guard cancelled else { return }
+        tellLifecycleEventStreams()
         makeRunnableAfterCancel(in: queue)
+    }
+
+    /// Under `machine.lock`: the start step. Returns what to do; on `.execute` the subclass hook
+    /// has run. An operation cancelled before it started passes through the step to finish
+    /// without executing: that is recorded (`skippedExecution`) for its event streams, which
+    /// must not report it as started.
+    @inline(__always)
+    final func startStepLocked() -> OperationLifecycle.StartAction {
+        let action = machine.lifecycle.start()
+        switch action {
+        case .execute:
+            didStartExecutingLocked()
+        case .finishWithoutExecuting:
+            lifeFlags.bitwiseOr(LifeFlags.skippedExecution, ordering: .relaxed)
+        case .refuse:
+            break
+        }
+        return action
     }
 
     /// Under `machine.lock`: sets the cancelled flag. Returns `true` if this call set it.
@@ -388,6 +412,8 @@ open class ConcurrentOperation {
     /// those this made runnable, and the waiters to resume.
     private func announceFinish() -> (runnable: OperationList, waiters: [Waiter]) {
         let flags = lifeFlags.bitwiseOr(LifeFlags.finished, ordering: .sequentiallyConsistent).oldValue
+        // Event streams have `finished` before waiters are resumed and dependents released.
+        if flags & LifeFlags.hasEventStreams != 0 { LifecycleEventStreams.deliver(for: self) }
         var waiting: [Waiter] = []
         if flags & LifeFlags.hasWaiters != 0 {
             waiting = machine.lock.withLock {
@@ -523,13 +549,10 @@ open class ConcurrentOperation {
             // A procedure evaluates its conditions first; while they are pending it leaves the
             // worker, and its queue runs it again once they are done.
             guard prepareToRun(on: queue) else { return .keepSlot }
-            let action = machine.lock.withLock { () -> OperationLifecycle.StartAction in
-                let action = machine.lifecycle.start()
-                if case .execute = action { didStartExecutingLocked() }
-                return action
-            }
+            let action = machine.lock.withLock { startStepLocked() }
             switch action {
             case .execute:
+                tellLifecycleEventStreams()
                 let qos = queuedQualityOfService
                 if qos != .unspecified && qos != queue.qualityOfService && queue.underlyingQueue == nil {
                     // The work asked for its own quality of service (and the queue has no
@@ -584,10 +607,21 @@ enum SlotHandoff {
 /// operation's lock, with its append) and waits only if `finished` was not set; the finish, after
 /// the completion block, sets `finished` and takes the waiters only if `hasWaiters` was set. So a
 /// wait returns only once the completion block has run.
+///
+/// Lifecycle event streams (`LifecycleEventStreams`) meet a finish in the same way:
+/// `hasEventStreams` is set (under the side table's lock, with the insertion) before looking for
+/// `finished`, and the finish delivers to the table if it sees it. Start and cancel steps load
+/// it (relaxed suffices: a stream registered before the step's critical section is ordered
+/// before the load by the operation's lock, and one registered after reads the step's effect
+/// itself). Cleared, under the table's lock, when the finish has been delivered.
+/// `skippedExecution` is set under the operation's lock in a start step that finishes without
+/// executing (a cancelled operation), so that its streams do not report `started`.
 enum LifeFlags {
     static let finished: UInt8 = 1
     static let hasDependents: UInt8 = 2
     static let hasWaiters: UInt8 = 4
+    static let hasEventStreams: UInt8 = 8
+    static let skippedExecution: UInt8 = 16
 }
 
 extension ConcurrentOperation {

@@ -621,7 +621,10 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
                     exclusivityRequested)
         }
         guard action != .none else { return }
-        if baseCancelled { makeRunnableAfterCancel(in: queue) }
+        if baseCancelled {
+            tellLifecycleEventStreams()
+            makeRunnableAfterCancel(in: queue)
+        }
         if let event { handle(event, delivering: .didCancel(error), then: .nothing) }
         switch action {
         case .abandonEvaluation:
