@@ -19,24 +19,7 @@ func awaitWithin<Value: Sendable>(
     sourceLocation: SourceLocation = #_sourceLocation,
     _ body: @escaping @Sendable () async throws -> Value
 ) async throws -> Value {
-    let (outcomes, continuation) = AsyncStream.makeStream(of: Result<Value, any Error>?.self)
-    let work = Task {
-        do {
-            continuation.yield(.success(try await body()))
-        } catch {
-            continuation.yield(.failure(error))
-        }
-    }
-    let timer = Task {
-        try? await Task.sleep(for: timeout)
-        continuation.yield(nil)
-    }
-    var iterator = outcomes.makeAsyncIterator()
-    let outcome = await iterator.next() ?? nil
-    timer.cancel()
-    continuation.finish()
-    _ = work
-    guard let outcome else {
+    guard let outcome = await outcome(within: timeout, of: body) else {
         Issue.record("timed out after \(timeout)", sourceLocation: sourceLocation)
         throw AwaitTimedOut(timeout: timeout)
     }

@@ -33,24 +33,7 @@ func awaitEventually(within timeout: Duration = workflowTimeout, _ condition: ()
 func awaitResult<T: Sendable>(
     within timeout: Duration = workflowTimeout, _ body: @escaping @Sendable () async throws -> T
 ) async -> Result<T, any Error>? {
-    let (results, continuation) = AsyncStream.makeStream(of: Result<T, any Error>?.self)
-    let work = Task {
-        do {
-            continuation.yield(.success(try await body()))
-        } catch {
-            continuation.yield(.failure(error))
-        }
-    }
-    let timer = Task {
-        try? await Task.sleep(for: timeout)
-        continuation.yield(nil)
-    }
-    var iterator = results.makeAsyncIterator()
-    let result = await iterator.next() ?? nil
-    timer.cancel()
-    continuation.finish()
-    _ = work
-    return result
+    await outcome(within: timeout, of: body)
 }
 
 /// The result of `task` (a Swift task) if it ends within `timeout`, `nil` otherwise.
