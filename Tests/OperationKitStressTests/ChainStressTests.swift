@@ -69,10 +69,10 @@ extension StressTests {
             }
         }
 
-        @Test("a cycle refused in the middle of addOperations loses no other work")
+        @Test("a cycle refused in the middle of addOperations refuses the whole batch, which can then be added")
         func refusedInTheMiddleOfABatch() throws {
-            // 0 waits for 1 and is already enqueued; 1 would wait for 0, so adding it is refused.
-            // The batch around it is 2..<1_002.
+            // 0 waits for 1 and is already enqueued; 1 would wait for 0, so adding it is refused,
+            // and with it the batch around it (2..<1_002): all or nothing.
             let recorded = Recorded("batch", count: 1_002)
             let operations = recorded.operations
             let queue = ConcurrentOperationQueue(name: "refused-in-batch")
@@ -83,24 +83,20 @@ extension StressTests {
             let error = expectOperationError { try queue.addOperations(batch, waitUntilFinished: false) }
             #expect(error?.code == .dependencyCycle)
             #expect(error?.operationNames == ["batch0", "batch1"])
+            #expect(queue.operations.map(\.displayName) == ["batch0"])
 
-            let others = Array(operations[2...])
-            #expect(others.allSatisfy { $0.waitUntilFinished(timeout: Stress.timeout) })
-            #expect(recorded.notRunOnce(2..<operations.count).isEmpty)
-            #expect(recorded.tallies[0].executionCount == 0 && recorded.tallies[1].executionCount == 0)
-
-            // The refused operation can be fixed and added; then everything drains.
+            // The refused operation can be fixed and the batch added again; then everything drains.
             operations[1].removeDependency(operations[0])
-            try queue.addOperation(operations[1])
+            try queue.addOperations(batch, waitUntilFinished: false)
             try #require(queue.waitUntilAllOperationsAreFinished(timeout: Stress.timeout))
             #expect(recorded.notRunOnce(0..<operations.count).isEmpty)
             #expect(recorded.tallies[0].started > recorded.tallies[1].finished)
         }
 
-        @Test("several refusals in one batch, the cycle closed inside the batch itself")
+        @Test("several cycles in one batch, closed inside the batch itself: nothing added, the first named")
         func severalRefusalsInOneBatch() throws {
             // For each pair (a, b) = (4k, 4k + 1): b waits for a, a waits for b; both are in the
-            // batch, a first, so a is accepted and b refused. 4k + 2 and 4k + 3 are plain.
+            // batch. 4k + 2 and 4k + 3 are plain.
             let pairs = 50
             let recorded = Recorded("pairs", count: 4 * pairs)
             let operations = recorded.operations
@@ -112,17 +108,14 @@ extension StressTests {
             let error = expectOperationError { try queue.addOperations(operations, waitUntilFinished: false) }
             #expect(error?.code == .dependencyCycle)
             #expect(error?.operationNames == ["pairs0", "pairs1"])
-            let plain = (0..<pairs).flatMap { [4 * $0 + 2, 4 * $0 + 3] }
-            #expect(plain.allSatisfy { operations[$0].waitUntilFinished(timeout: Stress.timeout) })
-            #expect(recorded.notRunOnce(plain).isEmpty)
+            #expect(queue.operationCount == 0)
 
-            // Each refused b still waits for nobody's permission: drop its edge and add it.
+            // Drop each b's edge: the same batch is accepted, and each a runs after its b.
             for pair in 0..<pairs {
-                let refused = operations[4 * pair + 1]
-                #expect(!refused.isFinished && recorded.tallies[4 * pair + 1].executionCount == 0)
-                refused.removeDependency(operations[4 * pair])
-                try queue.addOperation(refused)
+                #expect(recorded.tallies[4 * pair + 1].executionCount == 0)
+                operations[4 * pair + 1].removeDependency(operations[4 * pair])
             }
+            try queue.addOperations(operations, waitUntilFinished: false)
             try #require(queue.waitUntilAllOperationsAreFinished(timeout: Stress.timeout))
             #expect(recorded.notRunOnce(0..<operations.count).isEmpty)
             let early = (0..<pairs).filter {
@@ -131,7 +124,7 @@ extension StressTests {
             #expect(early.isEmpty, "ran before its dependency: pairs \(early)")
         }
 
-        @Test("addOperations(waitUntilFinished: true) waits for the accepted operations, then throws")
+        @Test("addOperations(waitUntilFinished: true) with a refusal throws at once; the fixed batch is waited for")
         func waitingBatchWithARefusal() throws {
             let recorded = Recorded("waiting", count: 302)
             let operations = recorded.operations
@@ -147,11 +140,12 @@ extension StressTests {
             let batch = Array(operations[2..<150]) + [operations[1]] + Array(operations[150...])
             let error = expectOperationError { try queue.addOperations(batch, waitUntilFinished: true) }
             #expect(error?.code == .dependencyCycle)
-            // Every accepted operation had finished when the call returned.
-            #expect(operations[2...].allSatisfy { $0.isFinished })
-            #expect(recorded.notRunOnce(2..<operations.count).isEmpty)
+            #expect(queue.operationCount == 1)
+            #expect(operations[1...].allSatisfy { !$0.isFinished })
             operations[1].removeDependency(operations[0])
-            try queue.addOperation(operations[1])
+            try queue.addOperations(batch, waitUntilFinished: true)
+            // Every operation of the batch had finished when the call returned.
+            #expect(operations[1...].allSatisfy { $0.isFinished })
             try #require(queue.waitUntilAllOperationsAreFinished(timeout: Stress.timeout))
             #expect(recorded.notRunOnce(0..<operations.count).isEmpty)
         }

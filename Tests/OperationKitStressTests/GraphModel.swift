@@ -165,22 +165,22 @@ final class GraphHarness {
     /// Enqueues `indices` (one `addOperation`, or one `addOperations` for several) and checks which
     /// were refused, and the first error, against the model.
     func enqueue(_ indices: [Int], sourceLocation: SourceLocation = #_sourceLocation) {
-        // The model prepares them one after the other, as the queue does.
+        // The model prepares them one after the other, as the queue does; the first refusal
+        // refuses the whole batch (all or nothing), and the model is left as it was.
         var firstRefused: (index: Int, closing: [Int], snapshot: GraphModel)?
-        var expectedRefused: Set<Int> = []
+        var trial = model
         for index in indices {
-            if model.refusesEnqueueing(index) {
-                expectedRefused.insert(index)
-                if firstRefused == nil {
-                    let closing = model.dependencies[index].filter {
-                        model.closesCycle(dependent: index, dependency: $0)
-                    }
-                    firstRefused = (index, closing, model)
+            if trial.refusesEnqueueing(index) {
+                let closing = trial.dependencies[index].filter {
+                    trial.closesCycle(dependent: index, dependency: $0)
                 }
-            } else {
-                model.enqueue(index)
+                firstRefused = (index, closing, trial)
+                break
             }
+            trial.enqueue(index)
         }
+        let expectedRefused: Set<Int> = firstRefused == nil ? [] : Set(indices)
+        if firstRefused == nil { model = trial }
         refusedOperations += expectedRefused.count
         let what = "\(label): enqueueing \(indices.count == 1 ? "\(indices[0])" : "\(indices.count) operations")"
         let error = captureError {

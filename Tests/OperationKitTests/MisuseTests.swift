@@ -71,7 +71,7 @@ struct MisuseTests {
         Self.expectStillWorks(queue)
     }
 
-    @Test("addOperations with one bad operation adds the others, then throws its error")
+    @Test("addOperations with one bad operation adds none of the batch and throws its error")
     func batchWithOneBadOperation() throws {
         let queue = ConcurrentOperationQueue(name: "batch")
         let finished = ClosureOperation(name: "done") {}
@@ -83,11 +83,13 @@ struct MisuseTests {
         })
         #expect(error.code == .alreadyFinished)
         #expect(error.operationNames == ["done"])
+        #expect(runs.value == 0)
+        #expect(queue.operationCount == 0)
+        try queue.addOperations(good, waitUntilFinished: true)
         #expect(runs.value == 3)
-        #expect(good.allSatisfy { $0.isFinished })
     }
 
-    @Test("addOperations with the same operation twice in one batch: added once, alreadyEnqueued")
+    @Test("addOperations with the same operation twice in one batch: nothing added, alreadyEnqueued")
     func duplicateInBatch() throws {
         let queue = ConcurrentOperationQueue(name: "duplicate batch")
         let runs = AtomicCounter()
@@ -97,6 +99,9 @@ struct MisuseTests {
         })
         #expect(error.code == .alreadyEnqueued)
         #expect(error.operationNames == ["dup"])
+        #expect(runs.value == 0)
+        #expect(queue.operationCount == 0)
+        try queue.addOperations([operation], waitUntilFinished: true)
         #expect(runs.value == 1)
     }
 

@@ -95,14 +95,17 @@ extension ConcurrentOperation {
     ) throws(OperationError) {
         DependencyGraph.lock.lock()
         defer { DependencyGraph.lock.unlock() }
-        let refusal = machine.lock.withLock { () -> OperationError.Code? in
-            if let refusal = refusalOfNewDependency() { return refusal }
+        let (refusal, cancelled) = machine.lock.withLock { () -> (OperationError.Code?, Bool) in
+            if let refusal = refusalOfNewDependency() { return (refusal, false) }
             _dependencies.append(operation)
-            return nil
+            return (nil, machine.lifecycle.isCancelled)
         }
         if let refusal {
             throw OperationError(refusal, operations: [displayName, operation.displayName], "too late to add a dependency")
         }
+        // A cancelled operation waits for no dependency: the edge is recorded, not registered,
+        // and closes no cycle.
+        if cancelled { return }
         func undo() {
             machine.lock.withLock {
                 if let index = _dependencies.lastIndex(where: { $0 === operation }) {

@@ -520,6 +520,15 @@ open class ConcurrentOperation {
     /// procedure's condition dependencies). Called by the queue's `addOperation`.
     func operationsToEnqueueFirst(in queue: ConcurrentOperationQueue) -> [ConcurrentOperation] { [] }
 
+    /// The add that asked for ``operationsToEnqueueFirst(in:)`` was refused: `operations` were
+    /// not added, and must not stay dependencies of this one (a later add makes new ones).
+    func withdrawOperationsToEnqueueFirst(_ operations: [ConcurrentOperation]) {}
+
+    /// Whether a queue could claim the operation now: in no queue, not started, not finished.
+    final var isClaimable: Bool {
+        machine.lock.withLock { queueReference == nil && machine.lifecycle.isReady }
+    }
+
     /// A registered dependency finished. Returns `true` if this made the operation runnable.
     final func dependencyDidFinish() -> Bool {
         readiness.subtract(1, ordering: .acquiringAndReleasing).newValue == 0

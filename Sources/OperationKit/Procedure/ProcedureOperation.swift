@@ -118,6 +118,13 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
         conditionDependenciesToEnqueue()
     }
 
+    override func withdrawOperationsToEnqueueFirst(_ operations: [ConcurrentOperation]) {
+        for operation in operations { removeDependency(operation) }
+        machine.lock.withLock {
+            producedDependencies.removeAll { produced in operations.contains { $0 === produced } }
+        }
+    }
+
     override func prepareToRun(on queue: ConcurrentOperationQueue) -> Bool {
         prepareConditions(queue: queue)
     }

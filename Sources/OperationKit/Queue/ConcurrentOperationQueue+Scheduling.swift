@@ -26,7 +26,9 @@ extension ConcurrentOperationQueue {
                 Readiness.enqueuing | (lifecycle.isCancelled ? Readiness.cancelled : 0), ordering: .releasing)
             operation.queuedQualityOfService = operation.qualityOfServiceLocked
             operation.didClaim()
-            return (nil, operation.queuePriorityLocked, !operation._dependencies.isEmpty)
+            // A cancelled operation does not wait for its dependencies: it registers no edge, so
+            // it can close no cycle (cancelling a member breaks one, as in Foundation).
+            return (nil, operation.queuePriorityLocked, !operation._dependencies.isEmpty && !lifecycle.isCancelled)
         }
         if let refusal = claim.refusal {
             throw OperationError(refusal, operations: [operation.displayName], "cannot add to \(displayName)")
@@ -48,6 +50,31 @@ extension ConcurrentOperationQueue {
             throw error
         }
         return priority
+    }
+
+    /// Undoes ``prepare(_:barrier:)`` for an operation of a batch that was refused as a whole:
+    /// its dependency edges leave the graph, and it is in no queue again. Its `enqueuing` flag
+    /// kept it from running meanwhile; a dependency that finished meanwhile has already dropped
+    /// it from its list.
+    func unprepare(_ operation: ConcurrentOperation, barrier pendingBarrier: ConcurrentOperation?) {
+        DependencyGraph.lock.withLock {
+            let (dependencies, registered) = operation.machine.lock.withLock {
+                (operation._dependencies, operation.processedDependencyCount)
+            }
+            for index in 0..<registered {
+                while DependencyGraph.unregister(operation, from: dependencies[index]) {}
+            }
+            operation.machine.lock.withLock {
+                operation.queueReference = nil
+                operation.processedDependencyCount = 0
+                operation.didUnclaim()
+                if let pendingBarrier, pendingBarrier !== operation,
+                   let index = operation._dependencies.lastIndex(where: { $0 === pendingBarrier }) {
+                    operation._dependencies.remove(at: index)
+                }
+            }
+            operation.readiness.store(0, ordering: .releasing)
+        }
     }
 
     /// Links prepared operations into the queue and releases their `enqueuing` flag.

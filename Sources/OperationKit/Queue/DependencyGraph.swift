@@ -101,17 +101,18 @@ enum DependencyGraph {
         nextHigh += 1
     }
 
-    /// Operations that wait for `operation` and have not finished.
+    /// Operations that wait for `operation`: not finished, and not cancelled (a cancelled
+    /// operation waits for none of its dependencies, so its edges close no cycle).
     static func successors(of operation: ConcurrentOperation) -> [ConcurrentOperation] {
-        operation.dependents.map { $0.takeUnretainedValue() }.filter { !$0.hasFinished }
+        operation.dependents.map { $0.takeUnretainedValue() }.filter { !$0.hasFinished && !$0.isCancelled }
     }
 
-    /// Registered, unfinished dependencies of `operation`.
+    /// Registered, unfinished dependencies of `operation`; none if it was cancelled.
     static func predecessors(of operation: ConcurrentOperation) -> [ConcurrentOperation] {
-        let registered = operation.machine.lock.withLock {
-            operation._dependencies.prefix(operation.processedDependencyCount)
+        let (registered, count) = operation.machine.lock.withLock {
+            (operation._dependencies, operation.machine.lifecycle.isCancelled ? 0 : operation.processedDependencyCount)
         }
-        return registered.filter { !$0.hasFinished }
+        return registered.prefix(count).filter { !$0.hasFinished }
     }
 
     /// Pearce–Kelly: the edge `dependency → dependent` violates the order.
