@@ -61,6 +61,9 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     @exclusivity(unchecked) var startedInBaseStep: Start?
     /// See `didComplete`.
     @exclusivity(unchecked) var finishedDirectly: DirectFinish?
+    /// Whether a finish called after a cancel, before the procedure executed, counted: its errors
+    /// were kept for the finish without executing, and later finishes are ignored.
+    @exclusivity(unchecked) var finishKeptBeforeExecuting = false
     /// Whether a condition that may make a dependency was added (any but a ``ClosureCondition``):
     /// if not, the queue's add need not look (see `conditionDependenciesToEnqueue`).
     let conditionsMayProduceDependencies = Atomic<Bool>(false)
@@ -192,8 +195,8 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
 
     /// Finishes the procedure without an error. See ``finish(withErrors:)``.
     ///
-    /// - Returns: `true` if this call finished the procedure; `false` if it was not executing or a
-    ///   finish had already counted (the call is then recorded in ``diagnostics``).
+    /// - Returns: `true` if this call counted (see ``finish(withErrors:)``); `false` if it was
+    ///   ignored (the call is then recorded in ``diagnostics``).
     @discardableResult
     public override func finish() -> Bool {
         finishCollecting([])
@@ -202,8 +205,8 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// Finishes the procedure, with `error` if it is not `nil`. See ``finish(withErrors:)``.
     ///
     /// - Parameter error: An error to record in ``errors``, or `nil`.
-    /// - Returns: `true` if this call finished the procedure; `false` if it was not executing or a
-    ///   finish had already counted (the call is then recorded in ``diagnostics``).
+    /// - Returns: `true` if this call counted (see ``finish(withErrors:)``); `false` if it was
+    ///   ignored (the call is then recorded in ``diagnostics``).
     @discardableResult
     public func finish(with error: (any Error)?) -> Bool {
         finishCollecting(error.map { [$0] } ?? [])
@@ -229,10 +232,16 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// Since did-finish comes after the completion block and the release of waiters, a
     /// `waitUntilFinished()` on the procedure may return before the did-finish observers have run.
     ///
+    /// Called on a procedure that was cancelled before it executed (and has not started to
+    /// finish without executing), the first finish counts too: `errors` are recorded at once, and
+    /// the procedure finishes with them when its queue (or ``ConcurrentOperation/start()``)
+    /// finishes it without executing. Later finishes are ignored.
+    ///
     /// - Parameter errors: Errors to record in ``errors``, after any already there.
-    /// - Returns: `true` if this call finished the procedure; `false` if it was not executing (it
-    ///   has not started, or finishes without executing) or a finish had already counted. The
-    ///   ignored call is recorded in ``diagnostics``.
+    /// - Returns: `true` if this call counted: it finished the procedure, or its errors were kept
+    ///   for a cancelled procedure's finish without executing; `false` if the procedure was not
+    ///   executing and not cancelled, or a finish had already counted. The ignored call is
+    ///   recorded in ``diagnostics``.
     @discardableResult
     public func finish(withErrors errors: [any Error]) -> Bool {
         finishCollecting(errors)
@@ -247,6 +256,8 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     func finishCollecting(_ errors: [any Error], asLastStep: Bool = false, then record: () -> Void = {}) -> Bool {
         enum Taken {
             case ignored
+            /// Cancelled before executing: the errors are kept for its finish without executing.
+            case kept
             /// A `produce(_:)` finishes it.
             case deferred
             /// The queue has listeners, to be told will-finish before the procedure's observers.
@@ -272,6 +283,13 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
                 _diagnostics.append("finish ignored: already \(procedureLifecycle.state) (errors given: \(errors.count))")
                 return .ignored
             case .refuseNotStarted:
+                // Cancelled before it executed: the first finish's errors are kept for the finish
+                // without executing (Procedures.md, "Finishing and cancelling").
+                if procedureLifecycle.isCancelled && !finishKeptBeforeExecuting {
+                    finishKeptBeforeExecuting = true
+                    if !errors.isEmpty { _errors.append(contentsOf: errors) }
+                    return .kept
+                }
                 _diagnostics.append("finish ignored: not executing, state \(procedureLifecycle.state)")
                 return .ignored
             }
@@ -279,7 +297,7 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
         switch taken {
         case .ignored:
             return false
-        case .deferred:
+        case .kept, .deferred:
             break
         case .tellQueueFirst(let queue):
             completeFinish(executed: true, queue: queue, asLastStep: asLastStep)
