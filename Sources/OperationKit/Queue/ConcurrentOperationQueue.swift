@@ -256,13 +256,17 @@ public final class ConcurrentOperationQueue {
         for operation in operations { operation.cancel() }
     }
 
-    /// Blocks the calling thread until the queue has no operations. Called from one of this
-    /// queue's own operations it returns at once, since it could never return otherwise.
+    /// Blocks the calling thread until the queue has no operations: every operation in it has
+    /// finished **and** its completion block and, for a ``ProcedureOperation``, its did-finish
+    /// observers have returned. Called from one of this queue's own operations it returns at
+    /// once, since it could never return otherwise.
     public func waitUntilAllOperationsAreFinished() {
         _ = wait(timeout: nil)
     }
 
-    /// Blocks the calling thread until the queue has no operations or `timeout` has passed.
+    /// Blocks the calling thread until the queue has no operations (as
+    /// ``waitUntilAllOperationsAreFinished()`` says: finished, completion blocks and did-finish
+    /// observers returned) or `timeout` has passed.
     ///
     /// - Returns: `true` if the queue emptied, `false` on timeout (or when called from one of this
     ///   queue's own operations).
@@ -270,7 +274,9 @@ public final class ConcurrentOperationQueue {
         wait(timeout: timeout)
     }
 
-    /// Suspends the calling task until the queue has no operations.
+    /// Suspends the calling task until the queue has no operations: every operation in it has
+    /// finished **and** its completion block and, for a ``ProcedureOperation``, its did-finish
+    /// observers have returned.
     public func waitUntilAllOperationsAreFinished() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let empty = lock.withLock {

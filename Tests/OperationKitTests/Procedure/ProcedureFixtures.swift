@@ -94,8 +94,8 @@ private let exclusivityCategoryCounter = Atomic<Int>(0)
 // MARK: - Observing
 
 /// Records every observer event of a procedure, with the procedure's state at that moment, and
-/// opens `finished` when did-finish has been delivered (the last event: it runs after
-/// `waitUntilFinished()` returns, so wait for this latch before reading the log).
+/// opens `finished` when did-finish has been delivered (the last event; waits for the procedure
+/// return only after it, but a test that never waits can wait for this latch).
 final class ProcedureEventLog: Sendable {
     private let log = Recorder<String>()
     private let states = Recorder<String>()
