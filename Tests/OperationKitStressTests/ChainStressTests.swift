@@ -38,7 +38,7 @@ extension StressTests {
             }
             let queue = ConcurrentOperationQueue(name: "long-\(linked)-\(enqueued)")
             for index in enqueued.indices(count) { try queue.addOperation(operations[index]) }
-            try #require(queue.waitUntilAllOperationsAreFinished(timeout: Stress.timeout))
+            try #require(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
             let wrong = offenders(count) { index in
                 let tally = tallies[index]
                 if tally.executionCount != 1 || tally.completionCount != 1 { return true }
@@ -92,7 +92,7 @@ extension StressTests {
             // The refused operation can be fixed and added; then everything drains.
             operations[1].removeDependency(operations[0])
             try queue.addOperation(operations[1])
-            try #require(queue.waitUntilAllOperationsAreFinished(timeout: Stress.timeout))
+            try #require(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
             #expect(recorded.notRunOnce(0..<operations.count).isEmpty)
             #expect(recorded.tallies[0].started > recorded.tallies[1].finished)
         }
@@ -123,7 +123,7 @@ extension StressTests {
                 refused.removeDependency(operations[4 * pair])
                 try queue.addOperation(refused)
             }
-            try #require(queue.waitUntilAllOperationsAreFinished(timeout: Stress.timeout))
+            try #require(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
             #expect(recorded.notRunOnce(0..<operations.count).isEmpty)
             let early = (0..<pairs).filter {
                 recorded.tallies[4 * $0].started <= recorded.tallies[4 * $0 + 1].finished
@@ -152,7 +152,7 @@ extension StressTests {
             #expect(recorded.notRunOnce(2..<operations.count).isEmpty)
             operations[1].removeDependency(operations[0])
             try queue.addOperation(operations[1])
-            try #require(queue.waitUntilAllOperationsAreFinished(timeout: Stress.timeout))
+            try #require(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
             #expect(recorded.notRunOnce(0..<operations.count).isEmpty)
         }
     }

@@ -103,7 +103,7 @@ extension StressTests {
                 }
             }
             #expect(threadsFinished)
-            try #require(queue.waitUntilAllOperationsAreFinished(timeout: Stress.timeout))
+            try #require(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
             #expect(racers.wait(timeout: .now() + .seconds(60)) == .success)
             #expect(queue.operationCount == 0)
             Self.checkOutcomes(operations, tallies)
@@ -150,7 +150,7 @@ extension StressTests {
                     }
                 }
             }
-            let drained = queue.waitUntilAllOperationsAreFinished(timeout: Stress.timeout)
+            let drained = queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout)
             stop.open()
             #expect(racing)
             try #require(drained)
@@ -207,7 +207,7 @@ extension StressTests {
                 }
             }
             #expect(threadsFinished)
-            try #require(queue.waitUntilAllOperationsAreFinished(timeout: Stress.timeout))
+            try #require(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
             #expect(racers.wait(timeout: .now() + .seconds(60)) == .success)
             Self.checkOutcomes(operations, tallies)
 
@@ -265,7 +265,7 @@ extension StressTests {
             #expect(ranEarly.count == 0, "ran before its dependency finished: \(ranEarly)")
             try #require(gatesStarted.wait(timeout: Stress.timeout))
             for (gate, tally) in zip(gates, gateTallies) { tally.recordFinish(gate.finish()) }
-            try #require(queue.waitUntilAllOperationsAreFinished(timeout: Stress.timeout))
+            try #require(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
 
             Self.checkOutcomes(gates, gateTallies)
             let wrong = offenders(count) { index in

@@ -27,7 +27,7 @@ struct LeakHarness {
 
     /// Waits for `queue` to drain, then for every worker and finisher block to return.
     func drain(_ queue: ConcurrentOperationQueue) -> Bool {
-        queue.waitUntilAllOperationsAreFinished(timeout: Stress.timeout) && quiesce(workers, finishers)
+        queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout) && quiesce(workers, finishers)
     }
 }
 

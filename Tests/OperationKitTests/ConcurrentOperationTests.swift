@@ -119,7 +119,7 @@ struct ConcurrentOperationTests {
         try queue.addOperations([first, victim], waitUntilFinished: false)
         queue.isSuspended = false
         #expect(added.waitUntilFinished(timeout: operationTestTimeout))
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(Array(log.values.prefix(2)) == ["first", "added ok"])
         #expect(log.values.last == "added")
         #expect(!log.values.contains("victim"))
@@ -155,7 +155,7 @@ struct ConcurrentOperationTests {
         #expect(operation.waitUntilFinished(timeout: operationTestTimeout))
         #expect(operation.executions.value == 0)
         #expect(operation.isFinished)
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
     }
 
     @Test("C21/C22 cancelled in a suspended queue: not finished until the queue resumes, never runs")
@@ -172,7 +172,7 @@ struct ConcurrentOperationTests {
         #expect(completions.value == 0)
         queue.isSuspended = false
         #expect(operation.waitUntilFinished(timeout: operationTestTimeout))
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(operation.executions.value == 0)
         #expect(completions.value == 1)
     }
@@ -195,7 +195,7 @@ struct ConcurrentOperationTests {
         #expect(operation.isFinished)
         #expect(operation.isCancelled)
         #expect(completions.value == 1)
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
     }
 
     @Test("C23 cancelled from inside its own work: still executing until it finishes itself")
@@ -280,7 +280,7 @@ struct ConcurrentOperationTests {
         operation.completionBlock = { completions.increment() }
         try queue.addOperation(operation)
         #expect(operation.waitUntilFinished(timeout: operationTestTimeout))
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(completions.value == 1)
         let after = queue.addOperation {}
         #expect(after.waitUntilFinished(timeout: operationTestTimeout), "the slot was given back")

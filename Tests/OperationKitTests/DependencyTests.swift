@@ -34,7 +34,7 @@ struct DependencyTests {
         #expect(a.isReady)
         #expect(!b.isReady)
         queue.isSuspended = false
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(a.isFinished && b.isFinished)
     }
 
@@ -50,7 +50,7 @@ struct DependencyTests {
         try queue.addOperation(c)
         try queue.addOperation(b)
         try queue.addOperation(a)
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == ["A", "B", "C"])
         #expect([a, b, c].allSatisfy { $0.sawDependenciesFinished })
     }
@@ -75,7 +75,7 @@ struct DependencyTests {
         try b.addDependency(a)
         a.cancel()
         try queue.addOperations([b, a], waitUntilFinished: false)
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == ["B"])
         #expect(a.isFinished && a.isCancelled)
         #expect(b.isFinished && !b.isCancelled)
@@ -93,7 +93,7 @@ struct DependencyTests {
         try queue.addOperations([a, b], waitUntilFinished: false)
         a.cancel()
         queue.isSuspended = false
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == ["B"])
         #expect(!b.isCancelled)
         #expect(b.sawDependenciesFinished)
@@ -121,7 +121,7 @@ struct DependencyTests {
         #expect(a.isExecuting)
         #expect(!c.isCancelled)
         gate.open()
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == ["C", "A"])
         #expect(b.isCancelled && b.isFinished)
     }
@@ -140,7 +140,7 @@ struct DependencyTests {
         #expect(b.isReady)
         #expect(!b.isFinished)
         queue.isSuspended = false
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == ["A"])
         #expect(b.isFinished && b.isCancelled)
     }
@@ -161,8 +161,8 @@ struct DependencyTests {
         #expect(b.waitUntilFinished(timeout: operationTestTimeout))
         #expect(log.values == ["A", "B"])
         #expect(b.sawDependenciesFinished)
-        #expect(first.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
-        #expect(second.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(first.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
+        #expect(second.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
     }
 
     @Test("D dependency in no queue: the dependent runs once the dependency is started by hand")
@@ -230,7 +230,7 @@ struct DependencyTests {
         try b.addDependency(a)
         #expect(!b.isReady)
         queue.isSuspended = false
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == ["A", "B"])
         #expect(b.sawDependenciesFinished)
     }
@@ -264,7 +264,7 @@ struct DependencyTests {
         try b.addDependency(a)
         #expect(b.dependencies.count == 3)
         queue.isSuspended = false
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == ["A", "B"])
         #expect(b.sawDependenciesFinished)
     }

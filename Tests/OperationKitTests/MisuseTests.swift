@@ -13,7 +13,7 @@ struct MisuseTests {
         let ran = Latch()
         queue.addOperation { ran.countDown() }
         #expect(ran.wait(timeout: operationTestTimeout), sourceLocation: sourceLocation)
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout), sourceLocation: sourceLocation)
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout), sourceLocation: sourceLocation)
     }
 
     // MARK: Adding to queues
@@ -30,7 +30,7 @@ struct MisuseTests {
         #expect(error.operationNames == ["twice"])
         #expect(queue.operationCount == 1)
         queue.isSuspended = false
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(runs.value == 1)
         Self.expectStillWorks(queue)
     }
@@ -132,7 +132,7 @@ struct MisuseTests {
         Self.expectNoProgress(on: [a], queue: queue)
         b.removeDependency(a)
         try queue.addOperation(b)
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == ["B", "A"])
     }
 
@@ -175,7 +175,7 @@ struct MisuseTests {
         b.removeDependency(a)
         try queue.addOperation(b)
         gate.open()
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(a.isFinished && b.isFinished)
     }
 
@@ -195,7 +195,7 @@ struct MisuseTests {
         operations[0].removeDependency(operations[49])
         #expect(operations[48].waitUntilFinished(timeout: operationTestTimeout))
         try queue.addOperation(operations[49])
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == operations.map(\.displayName))
     }
 
@@ -214,7 +214,7 @@ struct MisuseTests {
         #expect(a.dependencies.isEmpty)
         #expect(a.isReady)
         queue.isSuspended = false
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == ["A", "B"])
     }
 
@@ -232,7 +232,7 @@ struct MisuseTests {
         #expect(operations[0].dependencies.isEmpty)
         #expect(operations[0].isReady)
         queue.isSuspended = false
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == operations.map(\.displayName))
     }
 
@@ -308,7 +308,7 @@ struct MisuseTests {
         #expect(error.operationNames == ["managed op"])
         #expect(operation.isReady && !operation.isExecuting)
         queue.isSuspended = false
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(runs.value == 1)
     }
 

@@ -143,7 +143,7 @@ extension OperationKitQueueContender {
     }
 
     func waitForAll() {
-        queue.waitUntilAllOperationsAreFinished()
+        queue.waitUntilAllOperationsAreFinishedBlocking()
     }
 
     func setSuspended(_ suspended: Bool) {

@@ -260,7 +260,7 @@ public final class ConcurrentOperationQueue {
     /// finished **and** its completion block and, for a ``ProcedureOperation``, its did-finish
     /// observers have returned. Called from one of this queue's own operations it returns at
     /// once, since it could never return otherwise.
-    public func waitUntilAllOperationsAreFinished() {
+    public func waitUntilAllOperationsAreFinishedBlocking() {
         _ = wait(timeout: nil)
     }
 
@@ -270,7 +270,7 @@ public final class ConcurrentOperationQueue {
     ///
     /// - Returns: `true` if the queue emptied, `false` on timeout (or when called from one of this
     ///   queue's own operations).
-    public func waitUntilAllOperationsAreFinished(timeout: Duration) -> Bool {
+    public func waitUntilAllOperationsAreFinishedBlocking(timeout: Duration) -> Bool {
         wait(timeout: timeout)
     }
 

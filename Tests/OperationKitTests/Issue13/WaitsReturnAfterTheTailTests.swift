@@ -56,7 +56,7 @@ struct WaitsReturnAfterTheTailTests {
                 let tails = try Self.makeTails(4)
                 try queue.addOperations(tails.map(\.procedure), waitUntilFinished: false)
                 let seen = await waitingOffThePool {
-                    queue.waitUntilAllOperationsAreFinished(timeout: procedureTimeout) && tails.allSatisfy(\.done)
+                    queue.waitUntilAllOperationsAreFinishedBlocking(timeout: procedureTimeout) && tails.allSatisfy(\.done)
                 }
                 if !seen { missed.append("queue blocking wait, run \(run)") }
             }

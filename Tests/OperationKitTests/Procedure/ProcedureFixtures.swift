@@ -68,7 +68,7 @@ extension ConcurrentOperation {
 extension ConcurrentOperationQueue {
     /// Whether the queue has released all its operations within `timeout`.
     func empties(within timeout: Duration = procedureTimeout) async -> Bool {
-        await waitingOffThePool { self.waitUntilAllOperationsAreFinished(timeout: timeout) }
+        await waitingOffThePool { self.waitUntilAllOperationsAreFinishedBlocking(timeout: timeout) }
     }
 }
 
