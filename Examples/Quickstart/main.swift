@@ -167,7 +167,7 @@ func showMisuse() throws {
 
     let once = ClosureOperation(name: "once") {}
     try queue.addOperation(once)
-    once.waitUntilFinished()
+    once.waitUntilFinishedBlocking()
     expectError("add a finished operation:") { try queue.addOperation(once) }
 
     let a = ClosureOperation(name: "a") { log("a", "ran") }

@@ -85,7 +85,7 @@ extension StressTests {
             #expect(error?.operationNames == ["batch0", "batch1"])
 
             let others = Array(operations[2...])
-            #expect(others.allSatisfy { $0.waitUntilFinished(timeout: Stress.timeout) })
+            #expect(others.allSatisfy { $0.waitUntilFinishedBlocking(timeout: Stress.timeout) })
             #expect(recorded.notRunOnce(2..<operations.count).isEmpty)
             #expect(recorded.tallies[0].executionCount == 0 && recorded.tallies[1].executionCount == 0)
 
@@ -113,7 +113,7 @@ extension StressTests {
             #expect(error?.code == .dependencyCycle)
             #expect(error?.operationNames == ["pairs0", "pairs1"])
             let plain = (0..<pairs).flatMap { [4 * $0 + 2, 4 * $0 + 3] }
-            #expect(plain.allSatisfy { operations[$0].waitUntilFinished(timeout: Stress.timeout) })
+            #expect(plain.allSatisfy { operations[$0].waitUntilFinishedBlocking(timeout: Stress.timeout) })
             #expect(recorded.notRunOnce(plain).isEmpty)
 
             // Each refused b still waits for nobody's permission: drop its edge and add it.

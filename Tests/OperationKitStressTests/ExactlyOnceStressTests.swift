@@ -259,7 +259,7 @@ extension StressTests {
             #expect(threadsFinished)
             // Every cancelled dependent finishes while the gates still hold the others back.
             let cancelled = stride(from: 1, to: count, by: 2).map { dependents[$0] }
-            let cancelledFinished = cancelled.allSatisfy { $0.waitUntilFinished(timeout: Stress.timeout) }
+            let cancelledFinished = cancelled.allSatisfy { $0.waitUntilFinishedBlocking(timeout: Stress.timeout) }
             #expect(cancelledFinished)
             let ranEarly = offenders(count) { tallies[$0].executionCount != 0 }
             #expect(ranEarly.count == 0, "ran before its dependency finished: \(ranEarly)")

@@ -206,7 +206,7 @@ extension StressTests {
             try #require(started.wait(timeout: Stress.timeout))
             #expect(queueReference?.isReleased == false, "the queue went while it still held an operation")
             harness.finishers.async { held.finish() }
-            #expect(held.waitUntilFinished(timeout: Stress.timeout))
+            #expect(held.waitUntilFinishedBlocking(timeout: Stress.timeout))
             #expect(quiesce(harness.workers, harness.finishers))
             #expect(queueReference?.isReleased == true)
         }

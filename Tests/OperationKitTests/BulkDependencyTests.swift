@@ -69,7 +69,7 @@ struct BulkDependencyTests {
         }
         try queue.addOperations([dependency] + dependents, waitUntilFinished: false)
         for dependent in dependents { dependent.cancel() }
-        for dependent in dependents { #expect(dependent.waitUntilFinished(timeout: operationTestTimeout)) }
+        for dependent in dependents { #expect(dependent.waitUntilFinishedBlocking(timeout: operationTestTimeout)) }
         // The dependency is still executing; its dependents have finished and are let go.
         #expect(!dependency.isFinished)
         dependents.removeAll()

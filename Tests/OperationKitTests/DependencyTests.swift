@@ -116,8 +116,8 @@ struct DependencyTests {
         try queue.addOperations([a, b, c], waitUntilFinished: false)
         #expect(aStarted.wait(timeout: operationTestTimeout))
         b.cancel()
-        #expect(b.waitUntilFinished(timeout: operationTestTimeout), "B does not wait for A")
-        #expect(c.waitUntilFinished(timeout: operationTestTimeout), "C runs after B, A still running")
+        #expect(b.waitUntilFinishedBlocking(timeout: operationTestTimeout), "B does not wait for A")
+        #expect(c.waitUntilFinishedBlocking(timeout: operationTestTimeout), "C runs after B, A still running")
         #expect(a.isExecuting)
         #expect(!c.isCancelled)
         gate.open()
@@ -158,7 +158,7 @@ struct DependencyTests {
         try first.addOperation(a)
         #expect(!b.isReady)
         gate.open()
-        #expect(b.waitUntilFinished(timeout: operationTestTimeout))
+        #expect(b.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == ["A", "B"])
         #expect(b.sawDependenciesFinished)
         #expect(first.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
@@ -177,7 +177,7 @@ struct DependencyTests {
         #expect(!b.isReady)
         #expect(log.values.isEmpty)
         try a.start()
-        #expect(b.waitUntilFinished(timeout: operationTestTimeout))
+        #expect(b.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == ["A", "B"])
         #expect(b.sawDependenciesFinished)
     }
@@ -193,7 +193,7 @@ struct DependencyTests {
         #expect(!b.isReady)
         b.removeDependency(a)
         #expect(b.dependencies.isEmpty)
-        #expect(b.waitUntilFinished(timeout: operationTestTimeout))
+        #expect(b.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == ["B"])
         #expect(!a.isFinished)
         b.removeDependency(a)  // not a dependency any more: nothing happens
@@ -213,7 +213,7 @@ struct DependencyTests {
         #expect(!b.isReady)
         #expect(b.dependencies.map(\.displayName) == ["other"])
         try other.start()
-        #expect(b.waitUntilFinished(timeout: operationTestTimeout))
+        #expect(b.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == ["other", "B"])
     }
 
@@ -247,7 +247,7 @@ struct DependencyTests {
         try b.addDependency(a)
         #expect(b.isReady)
         queue.isSuspended = false
-        #expect(b.waitUntilFinished(timeout: operationTestTimeout))
+        #expect(b.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == ["A", "B"])
     }
 
@@ -281,7 +281,7 @@ struct DependencyTests {
         try b.addDependency(a)
         b.removeDependency(a)
         #expect(b.dependencies.isEmpty)
-        #expect(b.waitUntilFinished(timeout: operationTestTimeout))
+        #expect(b.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == ["B"])
     }
 

@@ -48,7 +48,7 @@ struct MisuseTests {
         #expect(error.operationNames == ["shared"])
         #expect(second.operationCount == 0)
         first.isSuspended = false
-        #expect(operation.waitUntilFinished(timeout: operationTestTimeout))
+        #expect(operation.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         #expect(ranIn.values == ["first"])
         Self.expectStillWorks(first)
         Self.expectStillWorks(second)
@@ -111,7 +111,7 @@ struct MisuseTests {
         #expect(operation.dependencies.isEmpty)
         let queue = ConcurrentOperationQueue(name: "self")
         try queue.addOperation(operation)
-        #expect(operation.waitUntilFinished(timeout: operationTestTimeout))
+        #expect(operation.waitUntilFinishedBlocking(timeout: operationTestTimeout))
     }
 
     @Test("2-cycle detected when the last operation is enqueued; breaking it lets both run")
@@ -146,7 +146,7 @@ struct MisuseTests {
         let unrelated = ClosureOperation(name: "unrelated") { ran.countDown() }
         #expect(caughtOperationError { try queue.addOperation(unrelated) } == nil, sourceLocation: sourceLocation)
         #expect(ran.wait(timeout: operationTestTimeout), sourceLocation: sourceLocation)
-        #expect(unrelated.waitUntilFinished(timeout: operationTestTimeout), sourceLocation: sourceLocation)
+        #expect(unrelated.waitUntilFinishedBlocking(timeout: operationTestTimeout), sourceLocation: sourceLocation)
         #expect(operations.allSatisfy { !$0.isExecuting && !$0.isFinished }, sourceLocation: sourceLocation)
     }
 
@@ -193,7 +193,7 @@ struct MisuseTests {
         #expect(queue.operationCount == 49)
         Self.expectNoProgress(on: operations, queue: queue)
         operations[0].removeDependency(operations[49])
-        #expect(operations[48].waitUntilFinished(timeout: operationTestTimeout))
+        #expect(operations[48].waitUntilFinishedBlocking(timeout: operationTestTimeout))
         try queue.addOperation(operations[49])
         #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == operations.map(\.displayName))
@@ -253,7 +253,7 @@ struct MisuseTests {
         #expect(error.operationNames == ["executing", "other"])
         #expect(executing.dependencies.isEmpty)
         gate.open()
-        #expect(executing.waitUntilFinished(timeout: operationTestTimeout))
+        #expect(executing.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         let finishedError = try #require(caughtOperationError { try executing.addDependency(other) })
         #expect(finishedError.code == .dependentAlreadyFinished)
         #expect(finishedError.operationNames == ["executing", "other"])

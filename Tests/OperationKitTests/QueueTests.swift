@@ -33,7 +33,7 @@ struct QueueTests {
         #expect(!queue.waitUntilAllOperationsAreFinishedBlocking(timeout: .milliseconds(10)))
         #expect(runs.value == 0)
         queue.isSuspended = false
-        #expect(operation.waitUntilFinished(timeout: operationTestTimeout))
+        #expect(operation.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         #expect(runs.value == 1)
     }
 
@@ -52,11 +52,11 @@ struct QueueTests {
         let held = ClosureOperation(name: "held") {}
         try queue.addOperation(held)
         gate.open()
-        #expect(executing.waitUntilFinished(timeout: operationTestTimeout))
+        #expect(executing.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         #expect(!held.isExecuting && !held.isFinished)
         #expect(queue.operations.contains { $0 === held })
         queue.isSuspended = false
-        #expect(held.waitUntilFinished(timeout: operationTestTimeout))
+        #expect(held.waitUntilFinishedBlocking(timeout: operationTestTimeout))
     }
 
     @Test("N priority: a serial queue starts veryHigh … veryLow, FIFO within equal priority")
@@ -133,9 +133,9 @@ struct QueueTests {
             seen.record(ConcurrentOperationQueue.current === other ? "other" : "wrong")
         }
         try queue.addOperation(inQueue)
-        #expect(inQueue.waitUntilFinished(timeout: operationTestTimeout))
+        #expect(inQueue.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         try other.addOperation(inOther)
-        #expect(inOther.waitUntilFinished(timeout: operationTestTimeout))
+        #expect(inOther.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         let byHand = ClosureOperation(name: "by hand") {
             seen.record(ConcurrentOperationQueue.current == nil ? "none" : "wrong")
         }
@@ -151,7 +151,7 @@ struct QueueTests {
         let operation = ClosureOperation(name: "utility") { seen.record(ConcurrentOperationQueue.current === queue) }
         operation.qualityOfService = .utility
         try queue.addOperation(operation)
-        #expect(operation.waitUntilFinished(timeout: operationTestTimeout))
+        #expect(operation.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         #expect(seen.values == [true])
     }
 
@@ -240,7 +240,7 @@ struct QueueTests {
             results.record(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         }
         try queue.addOperation(operation)
-        #expect(operation.waitUntilFinished(timeout: operationTestTimeout))
+        #expect(operation.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         #expect(results.values == [false])
     }
 
@@ -275,7 +275,7 @@ struct QueueTests {
         let ran = Latch()
         let block = queue.addOperation { ran.countDown() }
         #expect(ran.wait(timeout: operationTestTimeout))
-        #expect(block.waitUntilFinished(timeout: operationTestTimeout))
+        #expect(block.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         let runs = AtomicCounter()
         let operations = (0..<8).map { index in ClosureOperation(name: "b\(index)") { runs.increment() } }
         try queue.addOperations(operations, waitUntilFinished: true)

@@ -5,16 +5,16 @@ extension ConcurrentOperation {
     /// returned — and, for a ``ProcedureOperation``, its did-finish observers too.
     ///
     /// Do not call it from the operation's own ``execute()``: the operation could never finish.
-    public final func waitUntilFinished() {
+    public final func waitUntilFinishedBlocking() {
         _ = wait(timeout: nil)
     }
 
     /// Blocks the calling thread until the operation has finished (completion block and
-    /// did-finish observers returned, as for ``waitUntilFinished()``) or `timeout` has passed.
+    /// did-finish observers returned, as for ``waitUntilFinishedBlocking()``) or `timeout` has passed.
     ///
     /// - Parameter timeout: How long to wait at most.
     /// - Returns: `true` if the operation finished, `false` if the wait timed out.
-    public final func waitUntilFinished(timeout: Duration) -> Bool {
+    public final func waitUntilFinishedBlocking(timeout: Duration) -> Bool {
         wait(timeout: timeout)
     }
 

@@ -658,7 +658,7 @@ enum SlotHandoff {
 /// read-modify-writes of one atomic, so one of them always sees the other: a dependent is either
 /// refused (its dependency has finished) or taken by the finish.
 ///
-/// Waiters meet a finish the same way: `waitUntilFinished()` sets `hasWaiters` (under the
+/// Waiters meet a finish the same way: a wait (`waitUntilFinished()`…) sets `hasWaiters` (under the
 /// operation's lock, with its append) and waits only if `finished` was not set; the finish, after
 /// the completion block, sets `finished` and takes the waiters only if `hasWaiters` was set. So a
 /// wait returns only once the completion block has run.

@@ -150,7 +150,7 @@ public final class ConcurrentOperationQueue {
     /// The number of operations the queue holds: added and not yet released. The queue releases
     /// an operation shortly after it finished and its completion block ran, so the count still
     /// includes an operation inside its own completion block (and possibly just after its
-    /// `waitUntilFinished()` returned); ``waitUntilAllOperationsAreFinished()`` returns only once
+    /// own wait returned); ``waitUntilAllOperationsAreFinished()`` returns only once
     /// the queue has released them all.
     public var operationCount: Int { lock.withLock { count } }
 
@@ -214,7 +214,7 @@ public final class ConcurrentOperationQueue {
         if waitUntilFinished {
             // Operations that were refused were never added, and never finish here.
             for operation in operations where operation.isEnqueued(in: self) || operation.isFinished {
-                operation.waitUntilFinished()
+                operation.waitUntilFinishedBlocking()
             }
         }
         if let firstError { throw firstError }

@@ -77,7 +77,7 @@ struct WaitsReturnAfterTheTailTests {
                 let tails = try Self.makeTails(3)
                 try queue.addOperations(tails.map(\.procedure), waitUntilFinished: false)
                 let blocking = await waitingOffThePool {
-                    tails[0].procedure.waitUntilFinished(timeout: procedureTimeout) && tails[0].done
+                    tails[0].procedure.waitUntilFinishedBlocking(timeout: procedureTimeout) && tails[0].done
                 }
                 if !blocking { missed.append("operation blocking wait, run \(run)") }
                 let awaited = await outcome(within: procedureTimeout) {

@@ -61,7 +61,7 @@ extension Latch {
 extension ConcurrentOperation {
     /// Whether the operation finishes (and its completion block has run) within `timeout`.
     func finishes(within timeout: Duration = procedureTimeout) async -> Bool {
-        await waitingOffThePool { self.waitUntilFinished(timeout: timeout) }
+        await waitingOffThePool { self.waitUntilFinishedBlocking(timeout: timeout) }
     }
 }
 
@@ -315,7 +315,7 @@ final class ProcedureAwaitingFinish: ProcedureOperation, @unchecked Sendable {
 }
 
 /// A procedure that counts its hooks. `finished` opens after its did-finish hook (which, like
-/// did-finish observers, runs after `waitUntilFinished()` returns).
+/// did-finish observers, runs after `waitUntilFinishedBlocking()` returns).
 final class ProcedureCountingHooks: ProcedureOperation, @unchecked Sendable {
     // No mutable state of its own: counters and recorders synchronise themselves.
     let willExecuteCalls = AtomicCounter()
