@@ -5,6 +5,11 @@ extension ConcurrentOperation {
     /// returned — and, for a ``ProcedureOperation``, its did-finish observers too.
     ///
     /// Do not call it from the operation's own ``execute()``: the operation could never finish.
+    ///
+    /// Foundation's `Operation.waitUntilFinished()`. From async code, await
+    /// ``waitUntilFinished()`` (or ``AwaitableOperation/finished``) instead: it suspends the task
+    /// rather than blocking a thread. (The `Blocking` suffix keeps the two apart; see
+    /// "Synchronous and asynchronous twins" in Documentation/Semantics.md.)
     public final func waitUntilFinishedBlocking() {
         _ = wait(timeout: nil)
     }

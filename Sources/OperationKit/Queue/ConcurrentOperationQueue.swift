@@ -260,6 +260,11 @@ public final class ConcurrentOperationQueue {
     /// finished **and** its completion block and, for a ``ProcedureOperation``, its did-finish
     /// observers have returned. Called from one of this queue's own operations it returns at
     /// once, since it could never return otherwise.
+    ///
+    /// Foundation's `OperationQueue.waitUntilAllOperationsAreFinished()`. From async code, await
+    /// ``waitUntilAllOperationsAreFinished()`` instead: it suspends the task rather than blocking a
+    /// thread. (The `Blocking` suffix keeps the two apart, so that the compiler never picks this
+    /// one for an `await`; see "Synchronous and asynchronous twins" in Documentation/Semantics.md.)
     public func waitUntilAllOperationsAreFinishedBlocking() {
         _ = wait(timeout: nil)
     }
