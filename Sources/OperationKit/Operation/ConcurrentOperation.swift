@@ -416,15 +416,13 @@ open class ConcurrentOperation {
     /// that came with the runner's slot, if any.
     @inline(__always)
     @discardableResult
-    final func completeTail(_ tail: FinishTail) -> ConcurrentOperation? {
+    final func completeTail(_ tail: consuming FinishTail) -> ConcurrentOperation? {
         let handOff = tail.handOff
-        let readyInSameQueue = tail.readyInSameQueue
-        var waiters = tail.waiters
         if tail.holdsTail {
             // Waits that began after the finish joined `waiters` meanwhile.
             let flags = lifeFlags.bitwiseAnd(~LifeFlags.tailPending, ordering: .sequentiallyConsistent).oldValue
             if flags & LifeFlags.hasWaiters != 0 {
-                waiters = machine.lock.withLock {
+                tail.waiters = machine.lock.withLock {
                     defer { self.waiters = [] }
                     return self.waiters
                 }
@@ -434,7 +432,7 @@ open class ConcurrentOperation {
         if handOff == .lastStepOnWorker && tail.queue != nil && WorkerOperation.holds(self) {
             // Finished on the thread of the worker that runs it: the worker tells the queue once
             // `execute()` returns, in the critical section where it takes its next operation.
-            deferredReady = readyInSameQueue
+            deferredReady = tail.readyInSameQueue
         } else if let queue = tail.queue {
             // The queue counts this operation only until it unlinks it; from then on another
             // finish may empty the queue, resume its waiters and let it go while this call still
@@ -444,13 +442,13 @@ open class ConcurrentOperation {
             let retained: ConcurrentOperationQueue? =
                 queue._withUnsafeGuaranteedRef({ CurrentQueue.holds($0) }) ? nil : queue.takeUnretainedValue()
             if handOff == .asyncRunner {
-                next = queue._withUnsafeGuaranteedRef { $0.runnerDidFinish(self, newlyReady: readyInSameQueue) }
+                next = queue._withUnsafeGuaranteedRef { $0.runnerDidFinish(self, newlyReady: tail.readyInSameQueue) }
             } else {
-                queue._withUnsafeGuaranteedRef { $0.operationDidFinish(self, newlyReady: readyInSameQueue) }
+                queue._withUnsafeGuaranteedRef { $0.operationDidFinish(self, newlyReady: tail.readyInSameQueue) }
             }
             withExtendedLifetime(retained) {}
         }
-        for waiter in waiters { waiter.resume() }
+        for waiter in tail.waiters { waiter.resume() }
         withExtendedLifetime(tail.dependencies) {}
         return next
     }

@@ -353,7 +353,7 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// The rest of a finish after will finish was delivered.
     func finishExecuted(asLastStep: Bool) {
         let tail = finishKeepingTail(handOff: asLastStep ? .lastStepOnWorker : .tellQueue, holdsTail: true)
-        didComplete(then: tail)
+        didComplete(then: consume tail)
     }
 
     /// The rest of a finish without executing, after will finish was delivered.
@@ -361,7 +361,7 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
         // ConcurrentOperation's finish without executing, its tail held for after did finish.
         let tail = finishKeepingTail(handOff: .lastStepOnWorker, holdsTail: true)
         didFinishWithoutExecuting()
-        didComplete(then: tail)
+        didComplete(then: consume tail)
     }
 
     override func finishWithoutExecuting() {
@@ -417,7 +417,7 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// then completes `tail` — the queue lets go of the procedure, waiters are resumed — so that
     /// no wait returns before the did-finish observers have. If another event is being delivered,
     /// did finish and the tail are left to the thread delivering.
-    private func didComplete(then tail: FinishTail?) {
+    private func didComplete(then tail: consuming FinishTail?) {
         let direct: DirectFinish
         if let taken = finishedDirectly.take() {
             direct = taken
@@ -433,7 +433,7 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
                 holdsExclusivity = false
                 if deliveringEvents {
                     releaseAfterDelivery = true
-                    after = tail.map { .completeTail(PendingTail($0)) } ?? .nothing
+                    if let held = tail { after = .completeTail(PendingTail(held)) }
                     queued = enqueueEventLocked(.didFinish(_errors), then: after, handOffThen: true)
                 } else {
                     tell = observedEvents.union(hookEvents).contains(.didFinish)
