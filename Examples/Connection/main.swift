@@ -216,4 +216,17 @@ func run() async throws {
     print(connection.mermaidDiagram(), terminator: "")
 }
 
+// Top-level code is where a synchronous twin of an async method used to win: a
+// `try await connection.transition(to:)` here picked the fire-and-forget form and dropped the
+// error. The fire-and-forget form is now `requestTransition(to:)`, so this awaits and throws
+// (Documentation/Semantics.md, "Synchronous and asynchronous twins"). Prints nothing unless the
+// check fails.
+let probe = try makeConnection(host: "probe", network: Network(answers: []), attempts: Attempts())
+do {
+    try await probe.transition(to: .connected)  // illegal: disconnected may only go to connecting
+    fatalError("an illegal transition awaited at the top level did not throw")
+} catch {
+    precondition(error.code == .illegalTransition, "unexpected error \(error)")
+}
+
 try await run()

@@ -137,7 +137,7 @@ func runGraph() throws {
     log("main", "cancelling thumbnail")
     thumbnail.cancel()
 
-    queue.waitUntilAllOperationsAreFinished()
+    queue.waitUntilAllOperationsAreFinishedBlocking()
 
     print("== Summary")
     print("result:              \(combined.value ?? "none")")
@@ -167,7 +167,7 @@ func showMisuse() throws {
 
     let once = ClosureOperation(name: "once") {}
     try queue.addOperation(once)
-    once.waitUntilFinished()
+    once.waitUntilFinishedBlocking()
     expectError("add a finished operation:") { try queue.addOperation(once) }
 
     let a = ClosureOperation(name: "a") { log("a", "ran") }
@@ -181,7 +181,7 @@ func showMisuse() throws {
 
     // The queue carries on: drop the edge to `b`, which is in no queue, and `a` runs.
     a.removeDependency(b)
-    queue.waitUntilAllOperationsAreFinished()
+    queue.waitUntilAllOperationsAreFinishedBlocking()
     print("after removing the edge to b: a finished = \(a.isFinished), operations in queue = \(queue.operationCount)")
 }
 

@@ -109,7 +109,7 @@ func main() throws {
     try report.addDependency(notThere)
 
     try queue.addOperations([report, notThere, fails, sort, list], waitUntilFinished: false)
-    queue.waitUntilAllOperationsAreFinished()
+    queue.waitUntilAllOperationsAreFinishedBlocking()
 
     print("")
     print("list:    \(listed.summary)")

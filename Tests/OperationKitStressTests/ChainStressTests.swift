@@ -38,7 +38,7 @@ extension StressTests {
             }
             let queue = ConcurrentOperationQueue(name: "long-\(linked)-\(enqueued)")
             for index in enqueued.indices(count) { try queue.addOperation(operations[index]) }
-            try #require(queue.waitUntilAllOperationsAreFinished(timeout: Stress.timeout))
+            try #require(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
             let wrong = offenders(count) { index in
                 let tally = tallies[index]
                 if tally.executionCount != 1 || tally.completionCount != 1 { return true }
@@ -88,7 +88,7 @@ extension StressTests {
             // The refused operation can be fixed and the batch added again; then everything drains.
             operations[1].removeDependency(operations[0])
             try queue.addOperations(batch, waitUntilFinished: false)
-            try #require(queue.waitUntilAllOperationsAreFinished(timeout: Stress.timeout))
+            try #require(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
             #expect(recorded.notRunOnce(0..<operations.count).isEmpty)
             #expect(recorded.tallies[0].started > recorded.tallies[1].finished)
         }
@@ -116,7 +116,7 @@ extension StressTests {
                 operations[4 * pair + 1].removeDependency(operations[4 * pair])
             }
             try queue.addOperations(operations, waitUntilFinished: false)
-            try #require(queue.waitUntilAllOperationsAreFinished(timeout: Stress.timeout))
+            try #require(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
             #expect(recorded.notRunOnce(0..<operations.count).isEmpty)
             let early = (0..<pairs).filter {
                 recorded.tallies[4 * $0].started <= recorded.tallies[4 * $0 + 1].finished
@@ -146,7 +146,7 @@ extension StressTests {
             try queue.addOperations(batch, waitUntilFinished: true)
             // Every operation of the batch had finished when the call returned.
             #expect(operations[1...].allSatisfy { $0.isFinished })
-            try #require(queue.waitUntilAllOperationsAreFinished(timeout: Stress.timeout))
+            try #require(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
             #expect(recorded.notRunOnce(0..<operations.count).isEmpty)
         }
     }

@@ -90,7 +90,7 @@ extension StressTests {
                 }
             }
             #expect(added)
-            try #require(queue.waitUntilAllOperationsAreFinished(timeout: Stress.timeout))
+            try #require(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
             #expect(meter.peak <= limit, "\(meter.peak) operations in flight with a limit of \(limit)")
             #expect(meter.peak >= 1)
             #expect(meter.entered == count)
@@ -119,7 +119,7 @@ extension StressTests {
                 try queue.addOperations(Array(operations[range]), waitUntilFinished: false)
                 try queue.setMaxConcurrentOperationCount(limit)
             }
-            try #require(queue.waitUntilAllOperationsAreFinished(timeout: Stress.timeout))
+            try #require(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
             #expect(meter.peak <= 3)
             #expect(meter.entered == count)
             let wrong = offenders(count) { operations[$0].tally.executionCount != 1 }
@@ -181,7 +181,7 @@ extension StressTests {
                 }
             }
             #expect(added)
-            try #require(queue.waitUntilAllOperationsAreFinished(timeout: Stress.timeout))
+            try #require(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
             #expect(unexpectedErrors.values.isEmpty, "\(unexpectedErrors.values.prefix(10))")
             for index in lateAccepted.values {
                 if let (dependent, dependency) = lateEdges[index] { edges[dependent].append(dependency) }

@@ -167,7 +167,7 @@ extension StressTests {
             #expect(error?.operationNames.count == count)
             #expect(error?.operationNames.first == last.name && error?.operationNames.last == first.name)
             queue.isSuspended = false
-            try #require(queue.waitUntilAllOperationsAreFinished(timeout: Stress.timeout))
+            try #require(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
             #expect(operations.allSatisfy { $0.isFinished })
         }
     }

@@ -85,9 +85,9 @@ extension StressTests {
             ) throws {
                 try #require(holdStarted.wait(timeout: Stress.timeout), sourceLocation: sourceLocation)
                 #expect(hold.finish(), sourceLocation: sourceLocation)
-                try #require(queue.waitUntilAllOperationsAreFinished(timeout: Stress.timeout),
+                try #require(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout),
                              "\(queue.operationCount) operations never ran", sourceLocation: sourceLocation)
-                try #require(other.waitUntilAllOperationsAreFinished(timeout: Stress.timeout),
+                try #require(other.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout),
                              sourceLocation: sourceLocation)
                 let wrong = offenders(count) { index in
                     let tally = dependentTallies[index]
@@ -204,8 +204,8 @@ extension StressTests {
                 (role == 0 ? queue : other).isSuspended = false
             }
             #expect(resumed)
-            try #require(queue.waitUntilAllOperationsAreFinished(timeout: Stress.timeout))
-            try #require(other.waitUntilAllOperationsAreFinished(timeout: Stress.timeout))
+            try #require(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
+            try #require(other.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
             for round in 0..<rounds {
                 let wrong = offenders(fanOut) { index in
                     let tally = dependentTallies[round][index]
@@ -265,7 +265,7 @@ extension StressTests {
                     }
                 }
                 queue.isSuspended = false
-                try #require(queue.waitUntilAllOperationsAreFinished(timeout: Stress.timeout))
+                try #require(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
                 let wrong = offenders(fanOut) { index in
                     let tally = dependentTallies[index]
                     return tally.executionCount != 1 || tally.completionCount != 1
@@ -286,8 +286,8 @@ extension StressTests {
             let dependents = fixture.dependents
             let raced = fixture.race("cancel-race", threads: threads) { index in dependents[index].cancel() }
             #expect(raced)
-            try #require(fixture.queue.waitUntilAllOperationsAreFinished(timeout: Stress.timeout))
-            try #require(fixture.other.waitUntilAllOperationsAreFinished(timeout: Stress.timeout))
+            try #require(fixture.queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
+            try #require(fixture.other.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
             // Cancelled before it started: finished without running. Otherwise it ran, once,
             // after its dependency.
             let wrong = offenders(fixture.count) { index in

@@ -103,7 +103,7 @@ extension StressTests {
                 }
             }
             #expect(threadsFinished)
-            try #require(queue.waitUntilAllOperationsAreFinished(timeout: Stress.timeout))
+            try #require(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
             #expect(racers.wait(timeout: .now() + .seconds(60)) == .success)
             #expect(queue.operationCount == 0)
             Self.checkOutcomes(operations, tallies)
@@ -150,7 +150,7 @@ extension StressTests {
                     }
                 }
             }
-            let drained = queue.waitUntilAllOperationsAreFinished(timeout: Stress.timeout)
+            let drained = queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout)
             stop.open()
             #expect(racing)
             try #require(drained)
@@ -207,7 +207,7 @@ extension StressTests {
                 }
             }
             #expect(threadsFinished)
-            try #require(queue.waitUntilAllOperationsAreFinished(timeout: Stress.timeout))
+            try #require(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
             #expect(racers.wait(timeout: .now() + .seconds(60)) == .success)
             Self.checkOutcomes(operations, tallies)
 
@@ -259,13 +259,13 @@ extension StressTests {
             #expect(threadsFinished)
             // Every cancelled dependent finishes while the gates still hold the others back.
             let cancelled = stride(from: 1, to: count, by: 2).map { dependents[$0] }
-            let cancelledFinished = cancelled.allSatisfy { $0.waitUntilFinished(timeout: Stress.timeout) }
+            let cancelledFinished = cancelled.allSatisfy { $0.waitUntilFinishedBlocking(timeout: Stress.timeout) }
             #expect(cancelledFinished)
             let ranEarly = offenders(count) { tallies[$0].executionCount != 0 }
             #expect(ranEarly.count == 0, "ran before its dependency finished: \(ranEarly)")
             try #require(gatesStarted.wait(timeout: Stress.timeout))
             for (gate, tally) in zip(gates, gateTallies) { tally.recordFinish(gate.finish()) }
-            try #require(queue.waitUntilAllOperationsAreFinished(timeout: Stress.timeout))
+            try #require(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
 
             Self.checkOutcomes(gates, gateTallies)
             let wrong = offenders(count) { index in

@@ -28,7 +28,7 @@ extension StressTests {
                     StateDefinition(1, allowedTransitions: 2, 0)
                         .afterEntering { _ in
                             // A request from inside an action, queued behind this transition.
-                            ref.machine?.transition(to: 0) { _ in reentrant.countDown() }
+                            ref.machine?.requestTransition(to: 0) { _ in reentrant.countDown() }
                         },
                     StateDefinition(2, allowedTransitions: 0)
                         .withTransitionBarrier { _ in withExtendedLifetime(token) { .allow } },
@@ -187,7 +187,7 @@ extension StressTests {
                     states: [StateDefinition(0, allowedTransitions: 1), StateDefinition(1, allowedTransitions: 0)])
                 machineReference = WeakRef(machine)
                 for index in 0..<requests {
-                    machine.transition(to: (index + 1) % 2) { outcome in
+                    machine.requestTransition(to: (index + 1) % 2) { outcome in
                         if case .success(let change?) = outcome { states.withLock { $0.append(change.to) } }
                         completed.countDown()
                     }

@@ -658,22 +658,22 @@ extension StateMachine<Int> {
     /// Makes `request` with the completion-handler form; `completion` gets the outcome.
     func submit(_ request: GSMRequest, completion: @escaping @Sendable (GSMOutcome) -> Void) {
         switch request {
-        case .transition(let target): transition(to: target) { completion(GSMOutcome($0)) }
-        case .dynamic: transition(completion: { completion(GSMOutcome($0)) })
-        case .suspend(let target): suspend(to: target) { completion(GSMOutcome($0)) }
-        case .resume: resume { completion(GSMOutcome($0)) }
-        case .reset: reset { completion(GSMOutcome($0)) }
+        case .transition(let target): requestTransition(to: target) { completion(GSMOutcome($0)) }
+        case .dynamic: requestTransition(completion: { completion(GSMOutcome($0)) })
+        case .suspend(let target): requestSuspend(to: target) { completion(GSMOutcome($0)) }
+        case .resume: requestResume { completion(GSMOutcome($0)) }
+        case .reset: requestReset { completion(GSMOutcome($0)) }
         }
     }
 
     /// Makes `request` without a completion handler.
     func submitWithoutCompletion(_ request: GSMRequest) {
         switch request {
-        case .transition(let target): transition(to: target, completion: nil)
-        case .dynamic: transition(completion: nil)
-        case .suspend(let target): suspend(to: target, completion: nil)
-        case .resume: resume(completion: nil)
-        case .reset: reset(completion: nil)
+        case .transition(let target): requestTransition(to: target, completion: nil)
+        case .dynamic: requestTransition(completion: nil)
+        case .suspend(let target): requestSuspend(to: target, completion: nil)
+        case .resume: requestResume(completion: nil)
+        case .reset: requestReset(completion: nil)
         }
     }
 

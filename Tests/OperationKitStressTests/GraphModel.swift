@@ -276,7 +276,7 @@ final class GraphHarness {
             return
         }
         queue.isSuspended = false
-        guard queue.waitUntilAllOperationsAreFinished(timeout: Stress.timeout) else {
+        guard queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout) else {
             Issue.record("\(label): the queue did not drain; \(queue.operationCount) left",
                          sourceLocation: sourceLocation)
             return

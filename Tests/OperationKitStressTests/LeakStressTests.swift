@@ -27,7 +27,7 @@ struct LeakHarness {
 
     /// Waits for `queue` to drain, then for every worker and finisher block to return.
     func drain(_ queue: ConcurrentOperationQueue) -> Bool {
-        queue.waitUntilAllOperationsAreFinished(timeout: Stress.timeout) && quiesce(workers, finishers)
+        queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout) && quiesce(workers, finishers)
     }
 }
 
@@ -206,7 +206,7 @@ extension StressTests {
             try #require(started.wait(timeout: Stress.timeout))
             #expect(queueReference?.isReleased == false, "the queue went while it still held an operation")
             harness.finishers.async { held.finish() }
-            #expect(held.waitUntilFinished(timeout: Stress.timeout))
+            #expect(held.waitUntilFinishedBlocking(timeout: Stress.timeout))
             #expect(quiesce(harness.workers, harness.finishers))
             #expect(queueReference?.isReleased == true)
         }

@@ -195,7 +195,7 @@ extension StressTests {
             let deadline = clock.now + Stress.timeout
             var lastCount = queue.operationCount
             var lastChange = clock.now
-            while !queue.waitUntilAllOperationsAreFinished(timeout: .milliseconds(100)) {
+            while !queue.waitUntilAllOperationsAreFinishedBlocking(timeout: .milliseconds(100)) {
                 let count = queue.operationCount
                 if count != lastCount {
                     lastCount = count
@@ -205,7 +205,7 @@ extension StressTests {
                     continue
                 }
                 try? queue.setMaxConcurrentOperationCount(limit)
-                let rescued = queue.waitUntilAllOperationsAreFinished(timeout: Stress.timeout)
+                let rescued = queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout)
                 Issue.record(
                     """
                     \(label): stuck with \(count) operations counted and none running; \

@@ -134,7 +134,7 @@ extension StressTests {
             try #require(
                 allFinished.wait(timeout: Stress.timeout),
                 "deadlock or lost procedure: \(allFinished.count) of \(count) did not finish")
-            for queue in queues { try #require(queue.waitUntilAllOperationsAreFinished(timeout: Stress.timeout)) }
+            for queue in queues { try #require(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout)) }
             try #require(racers.wait(timeout: .now() + .seconds(60)) == .success)
 
             for meter in meters {
@@ -169,7 +169,7 @@ extension StressTests {
             }
             try queues[0].addOperations(probes, waitUntilFinished: false)
             #expect(after.wait(timeout: Stress.timeout), "a category was never given back")
-            #expect(queues[0].waitUntilAllOperationsAreFinished(timeout: Stress.timeout))
+            #expect(queues[0].waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
         }
     }
 }

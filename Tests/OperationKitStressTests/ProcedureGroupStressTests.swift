@@ -250,7 +250,7 @@ extension StressTests {
             }
             #expect(threadsFinished)
             try #require(allFinished.wait(timeout: Stress.timeout), "\(allFinished.count) groups did not finish")
-            try #require(queue.waitUntilAllOperationsAreFinished(timeout: Stress.timeout))
+            try #require(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
             try #require(racers.wait(timeout: .now() + .seconds(60)) == .success)
             // Children of groups cancelled before they executed may finish after their group.
             let childrenDeadline = stressDeadline()

@@ -202,7 +202,7 @@ extension StressTests {
             }
             #expect(threadsFinished)
             try #require(allFinished.wait(timeout: Stress.timeout), "\(allFinished.count) procedures did not finish")
-            try #require(queue.waitUntilAllOperationsAreFinished(timeout: Stress.timeout))
+            try #require(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
             try #require(racers.wait(timeout: .now() + .seconds(60)) == .success)
 
             Self.checkOutcomes(procedures, plans, traces, tallies)
@@ -425,7 +425,7 @@ extension StressTests {
             }
             #expect(threadsFinished)
             try #require(done.wait(timeout: Stress.timeout), "\(done.count) procedures did not finish")
-            try #require(queue.waitUntilAllOperationsAreFinished(timeout: Stress.timeout))
+            try #require(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
 
             let wrongOrder = problems(count) { index in
                 let order = orders[index]
@@ -494,7 +494,7 @@ extension StressTests {
             }
             #expect(threadsFinished)
             try #require(done.wait(timeout: Stress.timeout), "\(done.count) procedures did not finish")
-            try #require(queue.waitUntilAllOperationsAreFinished(timeout: Stress.timeout))
+            try #require(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
 
             let wrongOrder = problems(count) { index in
                 let order = orders[index]

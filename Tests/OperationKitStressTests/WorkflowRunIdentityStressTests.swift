@@ -79,7 +79,7 @@ extension StressTests {
             #expect(task.state == .finished)
             #expect(task.result as? String == "run 2", "run 2 finished with \(String(describing: task.result))")
             #expect(task.executions.current == [1: 1, 2: 1], "bodies executed by run number")
-            #expect(workflow.queue.waitUntilAllOperationsAreFinished(timeout: Stress.timeout))
+            #expect(workflow.queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
         }
     }
 }

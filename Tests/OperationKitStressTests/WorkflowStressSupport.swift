@@ -231,7 +231,7 @@ final class WorkflowRunTracker: Sendable {
         let deadline = stressDeadline()
         while ContinuousClock.now < deadline {
             for queue in queues {
-                guard queue.waitUntilAllOperationsAreFinished(timeout: Stress.timeout) else { return false }
+                guard queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout) else { return false }
             }
             guard quiesce(elsewhere) else { return false }
             if isAtRest(queues) { return true }

@@ -79,7 +79,7 @@ struct BatchAddTests {
         b.removeDependency(a)
         try queue.addOperations([a, b], waitUntilFinished: true)
         #expect(runs.value == 2)
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
     }
 
     @Test("issue 13 item 1: a finished, a duplicated or another queue's member refuses the whole batch")
@@ -111,7 +111,7 @@ struct BatchAddTests {
         try queue.addOperations(good, waitUntilFinished: true)
         #expect(runs.value == 3)
         other.isSuspended = false
-        #expect(other.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(other.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
     }
 
     @Test("issue 13 item 1: a batch member that closes a cycle with an operation already queued refuses the batch")
@@ -131,7 +131,7 @@ struct BatchAddTests {
         closing.removeDependency(queued)
         try queue.addOperations([fresh, closing], waitUntilFinished: false)
         queue.isSuspended = false
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values.sorted() == ["closing", "fresh", "queued"])
         #expect(log.values.firstIndex(of: "closing")! < log.values.firstIndex(of: "queued")!)
     }
@@ -149,7 +149,7 @@ struct BatchAddTests {
         #expect(a.dependencies.map(\.displayName) == ["b"])
         #expect(b.dependencies.map(\.displayName) == ["a"])
         queue.isSuspended = false
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
     }
 
     @Test("issue 13 item 1: a refused procedure's condition dependencies are neither queued nor kept")
@@ -173,8 +173,8 @@ struct BatchAddTests {
         // only that one runs.
         partner.removeDependency(procedure)
         try queue.addOperations([partner, procedure], waitUntilFinished: false)
-        #expect(procedure.waitUntilFinished(timeout: operationTestTimeout))
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(procedure.waitUntilFinishedBlocking(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(producedRuns.value == 1)
         #expect(evaluations.values == ["c"])
     }
@@ -198,11 +198,11 @@ struct BatchAddTests {
         queue.isSuspended = false
         procedure.removeDependency(blocker)
         blocker.cancel()
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(producedRuns.value == 0)
         try queue.addOperation(procedure)
-        #expect(procedure.waitUntilFinished(timeout: operationTestTimeout))
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(procedure.waitUntilFinishedBlocking(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(producedRuns.value == 1)
         #expect(evaluations.values == ["c"])
     }
@@ -243,7 +243,7 @@ struct BatchAddTests {
         try queue.addOperation(c)
         try a.addDependency(c)
         queue.isSuspended = false
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values.sorted() == ["b", "c"])
     }
 }

@@ -20,7 +20,7 @@ struct BulkDependencyTests {
         #expect(!sink.isReady)
         try queue.addOperations([sink] + sources, waitUntilFinished: false)
         queue.isSuspended = false
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(seen.values == [50])
     }
 
@@ -40,7 +40,7 @@ struct BulkDependencyTests {
         #expect(Set(error?.operationNames ?? []) == ["a", "b", "c"])
         #expect(a.dependencies.isEmpty, "the refused edge is not kept")
         queue.isSuspended = false
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
     }
 
     @Test("addDependencies refuses self and a started operation, adding nothing")
@@ -69,14 +69,14 @@ struct BulkDependencyTests {
         }
         try queue.addOperations([dependency] + dependents, waitUntilFinished: false)
         for dependent in dependents { dependent.cancel() }
-        for dependent in dependents { #expect(dependent.waitUntilFinished(timeout: operationTestTimeout)) }
+        for dependent in dependents { #expect(dependent.waitUntilFinishedBlocking(timeout: operationTestTimeout)) }
         // The dependency is still executing; its dependents have finished and are let go.
         #expect(!dependency.isFinished)
         dependents.removeAll()
         #expect(released.wait(timeout: operationTestTimeout), "every cancelled dependent was deallocated")
         // Finishing now must not touch them.
         gate.open()
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(dependency.isFinished)
     }
 }

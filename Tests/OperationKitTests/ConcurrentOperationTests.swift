@@ -57,7 +57,7 @@ struct ConcurrentOperationTests {
         }
         #expect(completed.wait(timeout: operationTestTimeout))
         #expect(finishReturned.wait(timeout: operationTestTimeout))
-        #expect(operation.waitUntilFinished(timeout: operationTestTimeout))
+        #expect(operation.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         #expect(finishedByOtherThread.values == [true])
         #expect(operation.isFinished)
         #expect(!operation.isExecuting)
@@ -118,8 +118,8 @@ struct ConcurrentOperationTests {
         }
         try queue.addOperations([first, victim], waitUntilFinished: false)
         queue.isSuspended = false
-        #expect(added.waitUntilFinished(timeout: operationTestTimeout))
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(added.waitUntilFinishedBlocking(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(Array(log.values.prefix(2)) == ["first", "added ok"])
         #expect(log.values.last == "added")
         #expect(!log.values.contains("victim"))
@@ -152,10 +152,10 @@ struct ConcurrentOperationTests {
         #expect(operation.isCancelled)
         try queue.addOperation(operation)
         #expect(completed.wait(timeout: operationTestTimeout))
-        #expect(operation.waitUntilFinished(timeout: operationTestTimeout))
+        #expect(operation.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         #expect(operation.executions.value == 0)
         #expect(operation.isFinished)
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
     }
 
     @Test("C21/C22 cancelled in a suspended queue: not finished until the queue resumes, never runs")
@@ -171,8 +171,8 @@ struct ConcurrentOperationTests {
         #expect(!operation.isFinished)
         #expect(completions.value == 0)
         queue.isSuspended = false
-        #expect(operation.waitUntilFinished(timeout: operationTestTimeout))
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(operation.waitUntilFinishedBlocking(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(operation.executions.value == 0)
         #expect(completions.value == 1)
     }
@@ -190,12 +190,12 @@ struct ConcurrentOperationTests {
         #expect(operation.isExecuting)
         #expect(!operation.isFinished)
         #expect(queue.operationCount == 1)
-        #expect(!operation.waitUntilFinished(timeout: .milliseconds(1)), "it does not finish by itself")
+        #expect(!operation.waitUntilFinishedBlocking(timeout: .milliseconds(1)), "it does not finish by itself")
         #expect(operation.finish())
         #expect(operation.isFinished)
         #expect(operation.isCancelled)
         #expect(completions.value == 1)
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
     }
 
     @Test("C23 cancelled from inside its own work: still executing until it finishes itself")
@@ -208,7 +208,7 @@ struct ConcurrentOperationTests {
             operation.finish()
         })
         try queue.addOperation(operation)
-        #expect(operation.waitUntilFinished(timeout: operationTestTimeout))
+        #expect(operation.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         #expect(seen.values == [[true, true, false]])
         #expect(operation.isCancelled)
     }
@@ -266,7 +266,7 @@ struct ConcurrentOperationTests {
         #expect(operation.isExecuting)
         #expect(!operation.isFinished)
         gate.open()
-        #expect(operation.waitUntilFinished(timeout: operationTestTimeout))
+        #expect(operation.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         #expect(operation.isFinished)
     }
 
@@ -279,11 +279,11 @@ struct ConcurrentOperationTests {
         })
         operation.completionBlock = { completions.increment() }
         try queue.addOperation(operation)
-        #expect(operation.waitUntilFinished(timeout: operationTestTimeout))
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(operation.waitUntilFinishedBlocking(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(completions.value == 1)
         let after = queue.addOperation {}
-        #expect(after.waitUntilFinished(timeout: operationTestTimeout), "the slot was given back")
+        #expect(after.waitUntilFinishedBlocking(timeout: operationTestTimeout), "the slot was given back")
     }
 
     @Test("waitUntilFinished blocks until another thread finishes the operation")
@@ -293,7 +293,7 @@ struct ConcurrentOperationTests {
         let waited = Latch()
         let sawFinished = Recorder<Bool>()
         DispatchQueue.global().async {
-            operation.waitUntilFinished()
+            operation.waitUntilFinishedBlocking()
             sawFinished.record(operation.isFinished)
             waited.countDown()
         }
@@ -301,19 +301,19 @@ struct ConcurrentOperationTests {
         operation.finish()
         #expect(waited.wait(timeout: operationTestTimeout))
         #expect(sawFinished.values == [true])
-        operation.waitUntilFinished()  // returns at once once finished
+        operation.waitUntilFinishedBlocking()  // returns at once once finished
     }
 
-    @Test("waitUntilFinished(timeout:) returns false while unfinished, true once finished")
+    @Test("waitUntilFinishedBlocking(timeout:) returns false while unfinished, true once finished")
     func waitUntilFinishedTimeout() throws {
         let operation = ManuallyFinishedOperation(name: "timed")
-        #expect(!operation.waitUntilFinished(timeout: .milliseconds(10)), "never started")
+        #expect(!operation.waitUntilFinishedBlocking(timeout: .milliseconds(10)), "never started")
         try operation.start()
-        #expect(!operation.waitUntilFinished(timeout: .milliseconds(10)), "still executing")
+        #expect(!operation.waitUntilFinishedBlocking(timeout: .milliseconds(10)), "still executing")
         #expect(!operation.isFinished)
         operation.finish()
-        #expect(operation.waitUntilFinished(timeout: .milliseconds(10)))
-        #expect(operation.waitUntilFinished(timeout: .zero))
+        #expect(operation.waitUntilFinishedBlocking(timeout: .milliseconds(10)))
+        #expect(operation.waitUntilFinishedBlocking(timeout: .zero))
     }
 
     @Test("waitUntilFinished async resumes when the operation finishes, at once if already finished")

@@ -34,7 +34,7 @@ struct DependencyTests {
         #expect(a.isReady)
         #expect(!b.isReady)
         queue.isSuspended = false
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(a.isFinished && b.isFinished)
     }
 
@@ -50,7 +50,7 @@ struct DependencyTests {
         try queue.addOperation(c)
         try queue.addOperation(b)
         try queue.addOperation(a)
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == ["A", "B", "C"])
         #expect([a, b, c].allSatisfy { $0.sawDependenciesFinished })
     }
@@ -75,7 +75,7 @@ struct DependencyTests {
         try b.addDependency(a)
         a.cancel()
         try queue.addOperations([b, a], waitUntilFinished: false)
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == ["B"])
         #expect(a.isFinished && a.isCancelled)
         #expect(b.isFinished && !b.isCancelled)
@@ -93,7 +93,7 @@ struct DependencyTests {
         try queue.addOperations([a, b], waitUntilFinished: false)
         a.cancel()
         queue.isSuspended = false
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == ["B"])
         #expect(!b.isCancelled)
         #expect(b.sawDependenciesFinished)
@@ -116,12 +116,12 @@ struct DependencyTests {
         try queue.addOperations([a, b, c], waitUntilFinished: false)
         #expect(aStarted.wait(timeout: operationTestTimeout))
         b.cancel()
-        #expect(b.waitUntilFinished(timeout: operationTestTimeout), "B does not wait for A")
-        #expect(c.waitUntilFinished(timeout: operationTestTimeout), "C runs after B, A still running")
+        #expect(b.waitUntilFinishedBlocking(timeout: operationTestTimeout), "B does not wait for A")
+        #expect(c.waitUntilFinishedBlocking(timeout: operationTestTimeout), "C runs after B, A still running")
         #expect(a.isExecuting)
         #expect(!c.isCancelled)
         gate.open()
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == ["C", "A"])
         #expect(b.isCancelled && b.isFinished)
     }
@@ -140,7 +140,7 @@ struct DependencyTests {
         #expect(b.isReady)
         #expect(!b.isFinished)
         queue.isSuspended = false
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == ["A"])
         #expect(b.isFinished && b.isCancelled)
     }
@@ -158,11 +158,11 @@ struct DependencyTests {
         try first.addOperation(a)
         #expect(!b.isReady)
         gate.open()
-        #expect(b.waitUntilFinished(timeout: operationTestTimeout))
+        #expect(b.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == ["A", "B"])
         #expect(b.sawDependenciesFinished)
-        #expect(first.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
-        #expect(second.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(first.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
+        #expect(second.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
     }
 
     @Test("D dependency in no queue: the dependent runs once the dependency is started by hand")
@@ -177,7 +177,7 @@ struct DependencyTests {
         #expect(!b.isReady)
         #expect(log.values.isEmpty)
         try a.start()
-        #expect(b.waitUntilFinished(timeout: operationTestTimeout))
+        #expect(b.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == ["A", "B"])
         #expect(b.sawDependenciesFinished)
     }
@@ -193,7 +193,7 @@ struct DependencyTests {
         #expect(!b.isReady)
         b.removeDependency(a)
         #expect(b.dependencies.isEmpty)
-        #expect(b.waitUntilFinished(timeout: operationTestTimeout))
+        #expect(b.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == ["B"])
         #expect(!a.isFinished)
         b.removeDependency(a)  // not a dependency any more: nothing happens
@@ -213,7 +213,7 @@ struct DependencyTests {
         #expect(!b.isReady)
         #expect(b.dependencies.map(\.displayName) == ["other"])
         try other.start()
-        #expect(b.waitUntilFinished(timeout: operationTestTimeout))
+        #expect(b.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == ["other", "B"])
     }
 
@@ -230,7 +230,7 @@ struct DependencyTests {
         try b.addDependency(a)
         #expect(!b.isReady)
         queue.isSuspended = false
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == ["A", "B"])
         #expect(b.sawDependenciesFinished)
     }
@@ -247,7 +247,7 @@ struct DependencyTests {
         try b.addDependency(a)
         #expect(b.isReady)
         queue.isSuspended = false
-        #expect(b.waitUntilFinished(timeout: operationTestTimeout))
+        #expect(b.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == ["A", "B"])
     }
 
@@ -264,7 +264,7 @@ struct DependencyTests {
         try b.addDependency(a)
         #expect(b.dependencies.count == 3)
         queue.isSuspended = false
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == ["A", "B"])
         #expect(b.sawDependenciesFinished)
     }
@@ -281,7 +281,7 @@ struct DependencyTests {
         try b.addDependency(a)
         b.removeDependency(a)
         #expect(b.dependencies.isEmpty)
-        #expect(b.waitUntilFinished(timeout: operationTestTimeout))
+        #expect(b.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == ["B"])
     }
 

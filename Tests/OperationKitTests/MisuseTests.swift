@@ -13,7 +13,7 @@ struct MisuseTests {
         let ran = Latch()
         queue.addOperation { ran.countDown() }
         #expect(ran.wait(timeout: operationTestTimeout), sourceLocation: sourceLocation)
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout), sourceLocation: sourceLocation)
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout), sourceLocation: sourceLocation)
     }
 
     // MARK: Adding to queues
@@ -30,7 +30,7 @@ struct MisuseTests {
         #expect(error.operationNames == ["twice"])
         #expect(queue.operationCount == 1)
         queue.isSuspended = false
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(runs.value == 1)
         Self.expectStillWorks(queue)
     }
@@ -48,7 +48,7 @@ struct MisuseTests {
         #expect(error.operationNames == ["shared"])
         #expect(second.operationCount == 0)
         first.isSuspended = false
-        #expect(operation.waitUntilFinished(timeout: operationTestTimeout))
+        #expect(operation.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         #expect(ranIn.values == ["first"])
         Self.expectStillWorks(first)
         Self.expectStillWorks(second)
@@ -116,7 +116,7 @@ struct MisuseTests {
         #expect(operation.dependencies.isEmpty)
         let queue = ConcurrentOperationQueue(name: "self")
         try queue.addOperation(operation)
-        #expect(operation.waitUntilFinished(timeout: operationTestTimeout))
+        #expect(operation.waitUntilFinishedBlocking(timeout: operationTestTimeout))
     }
 
     @Test("2-cycle detected when the last operation is enqueued; breaking it lets both run")
@@ -137,7 +137,7 @@ struct MisuseTests {
         Self.expectNoProgress(on: [a], queue: queue)
         b.removeDependency(a)
         try queue.addOperation(b)
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == ["B", "A"])
     }
 
@@ -151,7 +151,7 @@ struct MisuseTests {
         let unrelated = ClosureOperation(name: "unrelated") { ran.countDown() }
         #expect(caughtOperationError { try queue.addOperation(unrelated) } == nil, sourceLocation: sourceLocation)
         #expect(ran.wait(timeout: operationTestTimeout), sourceLocation: sourceLocation)
-        #expect(unrelated.waitUntilFinished(timeout: operationTestTimeout), sourceLocation: sourceLocation)
+        #expect(unrelated.waitUntilFinishedBlocking(timeout: operationTestTimeout), sourceLocation: sourceLocation)
         #expect(operations.allSatisfy { !$0.isExecuting && !$0.isFinished }, sourceLocation: sourceLocation)
     }
 
@@ -180,7 +180,7 @@ struct MisuseTests {
         b.removeDependency(a)
         try queue.addOperation(b)
         gate.open()
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(a.isFinished && b.isFinished)
     }
 
@@ -198,9 +198,9 @@ struct MisuseTests {
         #expect(queue.operationCount == 49)
         Self.expectNoProgress(on: operations, queue: queue)
         operations[0].removeDependency(operations[49])
-        #expect(operations[48].waitUntilFinished(timeout: operationTestTimeout))
+        #expect(operations[48].waitUntilFinishedBlocking(timeout: operationTestTimeout))
         try queue.addOperation(operations[49])
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == operations.map(\.displayName))
     }
 
@@ -219,7 +219,7 @@ struct MisuseTests {
         #expect(a.dependencies.isEmpty)
         #expect(a.isReady)
         queue.isSuspended = false
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == ["A", "B"])
     }
 
@@ -237,7 +237,7 @@ struct MisuseTests {
         #expect(operations[0].dependencies.isEmpty)
         #expect(operations[0].isReady)
         queue.isSuspended = false
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == operations.map(\.displayName))
     }
 
@@ -258,7 +258,7 @@ struct MisuseTests {
         #expect(error.operationNames == ["executing", "other"])
         #expect(executing.dependencies.isEmpty)
         gate.open()
-        #expect(executing.waitUntilFinished(timeout: operationTestTimeout))
+        #expect(executing.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         let finishedError = try #require(caughtOperationError { try executing.addDependency(other) })
         #expect(finishedError.code == .dependentAlreadyFinished)
         #expect(finishedError.operationNames == ["executing", "other"])
@@ -313,7 +313,7 @@ struct MisuseTests {
         #expect(error.operationNames == ["managed op"])
         #expect(operation.isReady && !operation.isExecuting)
         queue.isSuspended = false
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(runs.value == 1)
     }
 

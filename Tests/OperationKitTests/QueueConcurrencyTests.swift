@@ -50,7 +50,7 @@ struct QueueConcurrencyTests {
             })
         }
         try queue.addOperations(operations, waitUntilFinished: false)
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(operations.allSatisfy { $0.isFinished })
         #expect(meter.peak == 1)
     }
@@ -90,7 +90,7 @@ struct QueueConcurrencyTests {
         try queue.addOperations([first, second], waitUntilFinished: false)
         try queue.setMaxConcurrentOperationCount(2)
         #expect(queue.maxConcurrentOperationCount == 2)
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(firstSawSecond.values == [true])
     }
 
@@ -121,7 +121,7 @@ struct QueueConcurrencyTests {
         }
         try queue.addOperations(late, waitUntilFinished: false)
         gate.open()
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(seenInFlight.values == Array(repeating: 1, count: 10))
     }
 
@@ -136,7 +136,7 @@ struct QueueConcurrencyTests {
             return operation
         }
         try queue.addOperations(operations, waitUntilFinished: false)
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(runs.value == 10)
         #expect(meter.peak == 1)
     }
@@ -154,7 +154,7 @@ struct QueueConcurrencyTests {
             if caughtOperationError({ try queue.addOperation(operation) }) != nil { refused.increment() }
         }
         queue.isSuspended = false
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(refused.value == 0)
         #expect(runs.value == 200)
         #expect(completions.value == 200)
@@ -178,7 +178,7 @@ struct QueueConcurrencyTests {
         DispatchQueue.concurrentPerform(iterations: 2) { worker in
             for index in stride(from: worker * 3, to: operations.count, by: 6) { operations[index].cancel() }
         }
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(operations.allSatisfy { $0.isFinished })
         #expect(completions.value == 300)
         #expect(runs.allSatisfy { $0.value <= 1 })

@@ -30,10 +30,10 @@ struct QueueTests {
         #expect(operation.isReady)
         #expect(!operation.isExecuting)
         #expect(!operation.isFinished)
-        #expect(!queue.waitUntilAllOperationsAreFinished(timeout: .milliseconds(10)))
+        #expect(!queue.waitUntilAllOperationsAreFinishedBlocking(timeout: .milliseconds(10)))
         #expect(runs.value == 0)
         queue.isSuspended = false
-        #expect(operation.waitUntilFinished(timeout: operationTestTimeout))
+        #expect(operation.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         #expect(runs.value == 1)
     }
 
@@ -52,11 +52,11 @@ struct QueueTests {
         let held = ClosureOperation(name: "held") {}
         try queue.addOperation(held)
         gate.open()
-        #expect(executing.waitUntilFinished(timeout: operationTestTimeout))
+        #expect(executing.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         #expect(!held.isExecuting && !held.isFinished)
         #expect(queue.operations.contains { $0 === held })
         queue.isSuspended = false
-        #expect(held.waitUntilFinished(timeout: operationTestTimeout))
+        #expect(held.waitUntilFinishedBlocking(timeout: operationTestTimeout))
     }
 
     @Test("N priority: a serial queue starts veryHigh … veryLow, FIFO within equal priority")
@@ -75,7 +75,7 @@ struct QueueTests {
             try queue.addOperation(operation)
         }
         queue.isSuspended = false
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == ["vh1", "vh2", "vh3", "h1", "h2", "n1", "n2", "n3", "l1", "l2", "vl1", "vl2"])
     }
 
@@ -113,7 +113,7 @@ struct QueueTests {
         let alsoAfter = queue.addOperation { log.record("after") }
         #expect(!barrier.isReady)
         gate.open()
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == ["before", "before", "before", "barrier", "after", "after", "after", "after"])
         #expect(barrierSaw.values == [true])
         #expect(afterSaw.values == [true, true, true])
@@ -133,9 +133,9 @@ struct QueueTests {
             seen.record(ConcurrentOperationQueue.current === other ? "other" : "wrong")
         }
         try queue.addOperation(inQueue)
-        #expect(inQueue.waitUntilFinished(timeout: operationTestTimeout))
+        #expect(inQueue.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         try other.addOperation(inOther)
-        #expect(inOther.waitUntilFinished(timeout: operationTestTimeout))
+        #expect(inOther.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         let byHand = ClosureOperation(name: "by hand") {
             seen.record(ConcurrentOperationQueue.current == nil ? "none" : "wrong")
         }
@@ -151,7 +151,7 @@ struct QueueTests {
         let operation = ClosureOperation(name: "utility") { seen.record(ConcurrentOperationQueue.current === queue) }
         operation.qualityOfService = .utility
         try queue.addOperation(operation)
-        #expect(operation.waitUntilFinished(timeout: operationTestTimeout))
+        #expect(operation.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         #expect(seen.values == [true])
     }
 
@@ -182,7 +182,7 @@ struct QueueTests {
         #expect(queue.operations.map(\.displayName) == ["c0", "c1", "c2"])
         #expect(zip(queue.operations, operations).allSatisfy { $0 === $1 })
         queue.isSuspended = false
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(queue.operationCount == 0)
         #expect(queue.operations.isEmpty)
     }
@@ -197,7 +197,7 @@ struct QueueTests {
             seen.record([operation.isFinished ? 1 : 0, queue.operationCount, queue.operations.count])
         }
         try queue.addOperation(operation)
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(seen.values == [[1, 1, 1]], "[isFinished, operationCount, operations.count]")
         #expect(queue.operationCount == 0)
         #expect(queue.operations.isEmpty)
@@ -211,12 +211,12 @@ struct QueueTests {
             ClosureOperation(name: "w\(index)") { _ = gate.wait(timeout: operationTestTimeout) }
         }
         try queue.addOperations(operations, waitUntilFinished: false)
-        #expect(!queue.waitUntilAllOperationsAreFinished(timeout: .milliseconds(10)), "timed out")
+        #expect(!queue.waitUntilAllOperationsAreFinishedBlocking(timeout: .milliseconds(10)), "timed out")
         DispatchQueue.global().async { gate.open() }
-        queue.waitUntilAllOperationsAreFinished()
+        queue.waitUntilAllOperationsAreFinishedBlocking()
         #expect(operations.allSatisfy { $0.isFinished })
         #expect(queue.operationCount == 0)
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: .zero), "an empty queue returns at once")
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: .zero), "an empty queue returns at once")
     }
 
     @Test("N104 waitUntilAllOperationsAreFinished async resumes when the queue empties")
@@ -236,11 +236,11 @@ struct QueueTests {
         let queue = ConcurrentOperationQueue(name: "wait-inside")
         let results = Recorder<Bool>()
         let operation = ClosureOperation(name: "inside") {
-            queue.waitUntilAllOperationsAreFinished()
-            results.record(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+            queue.waitUntilAllOperationsAreFinishedBlocking()
+            results.record(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         }
         try queue.addOperation(operation)
-        #expect(operation.waitUntilFinished(timeout: operationTestTimeout))
+        #expect(operation.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         #expect(results.values == [false])
     }
 
@@ -262,7 +262,7 @@ struct QueueTests {
         #expect(operations.allSatisfy { !$0.isFinished }, "C22 not finished before the queue reaches them")
         #expect(queue.operationCount == 10)
         queue.isSuspended = false
-        #expect(queue.waitUntilAllOperationsAreFinished(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(operations.allSatisfy { $0.isFinished })
         #expect(runs.value == 0)
         #expect(completions.value == 10)
@@ -275,7 +275,7 @@ struct QueueTests {
         let ran = Latch()
         let block = queue.addOperation { ran.countDown() }
         #expect(ran.wait(timeout: operationTestTimeout))
-        #expect(block.waitUntilFinished(timeout: operationTestTimeout))
+        #expect(block.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         let runs = AtomicCounter()
         let operations = (0..<8).map { index in ClosureOperation(name: "b\(index)") { runs.increment() } }
         try queue.addOperations(operations, waitUntilFinished: true)

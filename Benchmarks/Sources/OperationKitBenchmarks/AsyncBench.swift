@@ -37,7 +37,7 @@ let asyncPriority = TaskPriority.medium
 /// The contenders of the async section. Not every one runs every scenario (see `contenders(for:)`).
 enum AsyncContender: CaseIterable {
     /// Async closures as operations on a `ConcurrentOperationQueue` (default concurrency): built, wired
-    /// with `addDependency` (S2), added as one batch, waited for with `waitUntilAllOperationsAreFinished()`.
+    /// with `addDependency` (S2), added as one batch, waited for with `waitUntilAllOperationsAreFinishedBlocking()`.
     case operationKitAsync
     /// S1: `withTaskGroup(of: Void.self)`, one `addTask` per body. S2: one child at a time
     /// (`addTask`, then `await group.next()` before the next one).
@@ -207,7 +207,7 @@ private func addAndWait(_ operations: [ConcurrentOperation], on queue: Concurren
     } catch {
         fail("OK async refused a batch of \(operations.count) operations: \(error)")
     }
-    guard queue.waitUntilAllOperationsAreFinished(timeout: asyncRunTimeout) else {
+    guard queue.waitUntilAllOperationsAreFinishedBlocking(timeout: asyncRunTimeout) else {
         let unfinished = operations.indices.filter { !operations[$0].isFinished }
         let described = unfinished.prefix(4).map { index in
             let operation = operations[index]
@@ -224,7 +224,7 @@ private func addAndWait(_ operations: [ConcurrentOperation], on queue: Concurren
 
 /// Runs `work` in a detached Task and blocks the calling thread (the main thread, which is not one of
 /// the cooperative pool's) until it is done. OK async blocks the same thread in
-/// `waitUntilAllOperationsAreFinished()`, so every contender ends with one cross-thread wake-up.
+/// `waitUntilAllOperationsAreFinishedBlocking()`, so every contender ends with one cross-thread wake-up.
 private func blockUntilDone(_ work: @escaping @Sendable () async -> Void) {
     let done = DispatchSemaphore(value: 0)
     Task.detached(priority: asyncPriority) {

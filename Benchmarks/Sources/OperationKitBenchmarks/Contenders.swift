@@ -143,7 +143,7 @@ extension OperationKitQueueContender {
     }
 
     func waitForAll() {
-        queue.waitUntilAllOperationsAreFinished()
+        queue.waitUntilAllOperationsAreFinishedBlocking()
     }
 
     func setSuspended(_ suspended: Bool) {
@@ -208,13 +208,9 @@ struct ProcedureContender: OperationKitQueueContender {
     }
 
     /// Checks the condition ran once per procedure that executed, and did finish reached the observer once
-    /// per procedure. Did finish is delivered after the procedure has finished (so after the queue may have
-    /// let it go), so the last few may still be on their way when the wait returns: allow them a moment.
+    /// per procedure, right after the queue's wait returned: the wait returns only once every procedure's
+    /// did-finish observers have returned (the wait orders their increments before these loads).
     func verify(finished: Int, conditionsEvaluated: Int, in what: String) {
-        let deadline = ContinuousClock.now + .seconds(2)
-        while counters.didFinishCalls.load(ordering: .acquiring) < finished && ContinuousClock.now < deadline {
-            usleep(50)
-        }
         let didFinish = counters.didFinishCalls.load(ordering: .acquiring)
         let evaluated = counters.conditionsEvaluated.load(ordering: .acquiring)
         if didFinish != finished {

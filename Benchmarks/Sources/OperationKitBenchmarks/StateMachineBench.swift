@@ -236,7 +236,7 @@ func uncontendedTransitionContenders() -> [TransitionContender] {
             var next = 1
             var untilCheckpoint = checkpointInterval
             for index in 0..<count {
-                machine.transition(to: linkCycle[next])
+                machine.requestTransition(to: linkCycle[next])
                 next = next == 4 ? 0 : next + 1
                 // No outcome to count: read the state now and then (0.1% of the requests).
                 untilCheckpoint -= 1
@@ -260,7 +260,7 @@ func uncontendedTransitionContenders() -> [TransitionContender] {
             let start = ContinuousClock.now
             var next = 1
             for _ in 0..<count {
-                machine.transition(to: linkCycle[next], completion: completion)
+                machine.requestTransition(to: linkCycle[next], completion: completion)
                 next = next == 4 ? 0 : next + 1
             }
             let elapsed = start.duration(to: .now)
@@ -301,7 +301,7 @@ func uncontendedTransitionContenders() -> [TransitionContender] {
             let start = ContinuousClock.now
             var next = 1
             for _ in 0..<count {
-                machine.transition(to: linkCycle[next])
+                machine.requestTransition(to: linkCycle[next])
                 next = next == 4 ? 0 : next + 1
             }
             let elapsed = start.duration(to: .now)
@@ -388,14 +388,14 @@ func contendedTransitionContenders() -> [TransitionContender] {
             let elapsed = race { thread in
                 var next = 1 + thread % 4
                 for _ in 0..<perThread {
-                    machine.transition(to: linkCycle[next])
+                    machine.requestTransition(to: linkCycle[next])
                     next = next == 4 ? 0 : next + 1
                 }
             }
             // No outcomes to count: check the machine is idle again (a request made now runs at once,
             // so nothing is left running) and still in a state of the cycle.
             let settled = PlainCounter()
-            machine.transition(to: .failed) { outcome in
+            machine.requestTransition(to: .failed) { outcome in
                 if case .success(.some) = outcome { settled.value = 1 }
             }
             check(settled.value, 1, "contended fire-and-forget: a request after the race ran at once")
@@ -410,7 +410,7 @@ func contendedTransitionContenders() -> [TransitionContender] {
             let elapsed = race { thread in
                 var next = 1 + thread % 4
                 for _ in 0..<perThread {
-                    machine.transition(to: linkCycle[next], completion: completion)
+                    machine.requestTransition(to: linkCycle[next], completion: completion)
                     next = next == 4 ? 0 : next + 1
                 }
             }

@@ -111,7 +111,7 @@ func runOperationsTwice(layers: Int, width: Int) -> Double {
         } catch {
             fail("addOperations failed: \(error)")
         }
-        queue.waitUntilAllOperationsAreFinished()
+        queue.waitUntilAllOperationsAreFinishedBlocking()
         probe.verify("operations run \(round)")
         probe.reset()
     }

@@ -9,14 +9,15 @@ extension ConcurrentOperation: TaskAwaitable {
         return true
     }
 
-    var isDoneLocked: Bool { hasFinished }
+    var isDoneLocked: Bool { waitIsOver }
 
     func cancelForCancelledWaiter() { cancel() }
 }
 
 extension ConcurrentOperation {
-    /// Suspends the calling task until the operation has finished, doing what `policy` says if
-    /// the task is cancelled meanwhile.
+    /// Suspends the calling task until the operation has finished (its completion block and, for
+    /// a procedure, its did-finish observers returned), doing what `policy` says if the task is
+    /// cancelled meanwhile.
     ///
     /// - ``TaskCancellationPolicy/keepWaiting``: the cancellation is ignored; the same as
     ///   ``finished``.
@@ -41,8 +42,9 @@ public protocol AwaitableOperation: ConcurrentOperation {}
 extension ConcurrentOperation: AwaitableOperation {}
 
 extension AwaitableOperation {
-    /// Suspends the calling task until the operation has finished and its completion block has
-    /// run; at once if it has. The async `waitUntilFinished()`, spelt as a property:
+    /// Suspends the calling task until the operation has finished and its completion block (and,
+    /// for a ``ProcedureOperation``, its did-finish observers) have returned; at once if they
+    /// have. The async `waitUntilFinished()`, spelt as a property:
     ///
     /// ```swift
     /// queue.addOperation(download)

@@ -19,8 +19,9 @@ extension ConcurrentOperationQueue: TaskAwaitable {
 }
 
 extension ConcurrentOperationQueue {
-    /// Suspends the calling task until the queue has no operations, doing what `policy` says if
-    /// the task is cancelled meanwhile.
+    /// Suspends the calling task until the queue has no operations (every operation finished,
+    /// its completion block and did-finish observers returned), doing what `policy` says if the
+    /// task is cancelled meanwhile.
     ///
     /// - ``TaskCancellationPolicy/keepWaiting``: the cancellation is ignored; the same as the
     ///   async ``waitUntilAllOperationsAreFinished()``.

@@ -347,7 +347,32 @@ open class ConcurrentOperation {
 
     /// Finishes the operation after it started. Returns whether this call finished it, and for
     /// `.asyncRunner` the operation that came with the runner's slot, if any.
+    @inline(__always)
     final func finishAfterStart(handOff: FinishHandOff) -> (finished: Bool, next: ConcurrentOperation?) {
+        guard let tail = finishKeepingTail(handOff: handOff, holdsTail: false) else { return (false, nil) }
+        return (true, completeTail(tail))
+    }
+
+    /// What is left of a finish once the operation has finished, its completion block has run
+    /// and its dependents in other queues were handed over: the queue's part (unlinking it, its
+    /// slot, the dependents in the same queue, the queue's waiters) and resuming the operation's
+    /// own waiters. A procedure holds it until its did-finish observers have returned (see
+    /// `LifeFlags.tailPending`), so that no wait returns before them.
+    struct FinishTail {
+        fileprivate var queue: Unmanaged<ConcurrentOperationQueue>?
+        fileprivate var readyInSameQueue: OperationList
+        fileprivate var waiters: [Waiter]
+        fileprivate var dependencies: OperationList
+        fileprivate var handOff: FinishHandOff
+        fileprivate var holdsTail: Bool
+    }
+
+    /// The first part of a finish after the start: the state change, the completion block, the
+    /// queue's did-finish, the release of dependents (those of other queues handed to their
+    /// queues). Returns the rest, for ``completeTail(_:)``, or `nil` if this call did not finish
+    /// the operation. With `holdsTail`, waits that begin from now on wait for the tail too.
+    @inline(__always)
+    final func finishKeepingTail(handOff: FinishHandOff, holdsTail: Bool) -> FinishTail? {
         let outcome = machine.finish {
             willBecomeFinishedLocked()
             let taken = Finished(
@@ -359,12 +384,12 @@ open class ConcurrentOperation {
             processedDependencyCount = 0
             return taken
         }
-        guard case .success(let finished) = outcome else { return (false, nil) }
+        guard case .success(let finished) = outcome else { return nil }
         finished.completion?()
         // The queue is alive: it counts this operation until `operationDidFinish`.
         finished.queue?._withUnsafeGuaranteedRef { $0.notifyDelegate(didFinish: self) }
 
-        let (released, waiters) = announceFinish()
+        let (released, waiters) = announceFinish(holdsTail: holdsTail)
         var readyInSameQueue = released
         if finished.wasCancelled && finished.queue != nil && !finished.dependencies.isEmpty {
             // All of them, not only the first `registeredDependencyCount`: an `addDependency`
@@ -381,12 +406,34 @@ open class ConcurrentOperation {
             queue.makeReady([dependent])
             return true
         }
+        return FinishTail(
+            queue: finished.queue, readyInSameQueue: readyInSameQueue, waiters: waiters,
+            dependencies: finished.dependencies, handOff: handOff, holdsTail: holdsTail)
+    }
+
+    /// The rest of a finish (see ``FinishTail``): the queue lets go of the operation and its
+    /// waiters and the operation's waiters are resumed. Returns, for `.asyncRunner`, the operation
+    /// that came with the runner's slot, if any.
+    @inline(__always)
+    @discardableResult
+    final func completeTail(_ tail: consuming FinishTail) -> ConcurrentOperation? {
+        let handOff = tail.handOff
+        if tail.holdsTail {
+            // Waits that began after the finish joined `waiters` meanwhile.
+            let flags = lifeFlags.bitwiseAnd(~LifeFlags.tailPending, ordering: .sequentiallyConsistent).oldValue
+            if flags & LifeFlags.hasWaiters != 0 {
+                tail.waiters = machine.lock.withLock {
+                    defer { self.waiters = [] }
+                    return self.waiters
+                }
+            }
+        }
         var next: ConcurrentOperation?
-        if handOff == .lastStepOnWorker && finished.queue != nil && WorkerOperation.holds(self) {
+        if handOff == .lastStepOnWorker && tail.queue != nil && WorkerOperation.holds(self) {
             // Finished on the thread of the worker that runs it: the worker tells the queue once
             // `execute()` returns, in the critical section where it takes its next operation.
-            deferredReady = readyInSameQueue
-        } else if let queue = finished.queue {
+            deferredReady = tail.readyInSameQueue
+        } else if let queue = tail.queue {
             // The queue counts this operation only until it unlinks it; from then on another
             // finish may empty the queue, resume its waiters and let it go while this call still
             // starts workers. A worker of the queue holds it for its whole loop; any other thread
@@ -395,27 +442,33 @@ open class ConcurrentOperation {
             let retained: ConcurrentOperationQueue? =
                 queue._withUnsafeGuaranteedRef({ CurrentQueue.holds($0) }) ? nil : queue.takeUnretainedValue()
             if handOff == .asyncRunner {
-                next = queue._withUnsafeGuaranteedRef { $0.runnerDidFinish(self, newlyReady: readyInSameQueue) }
+                next = queue._withUnsafeGuaranteedRef { $0.runnerDidFinish(self, newlyReady: tail.readyInSameQueue) }
             } else {
-                queue._withUnsafeGuaranteedRef { $0.operationDidFinish(self, newlyReady: readyInSameQueue) }
+                queue._withUnsafeGuaranteedRef { $0.operationDidFinish(self, newlyReady: tail.readyInSameQueue) }
             }
             withExtendedLifetime(retained) {}
         }
-        for waiter in waiters { waiter.resume() }
-        withExtendedLifetime(finished.dependencies) {}
-        return (true, next)
+        for waiter in tail.waiters { waiter.resume() }
+        withExtendedLifetime(tail.dependencies) {}
+        return next
     }
 
     /// Tells dependents and waiters that the operation has finished, its completion block done:
     /// from here on no dependent registers and no waiter waits (see `LifeFlags`). Releases the
     /// dependents that did register — each one's count drops by one — and returns, retained,
     /// those this made runnable, and the waiters to resume.
-    private func announceFinish() -> (runnable: OperationList, waiters: [Waiter]) {
-        let flags = lifeFlags.bitwiseOr(LifeFlags.finished, ordering: .sequentiallyConsistent).oldValue
+    ///
+    /// With `holdsTail`, the waiters are left for ``completeTail(_:)``, which takes them (and
+    /// those that come meanwhile) once the procedure's did-finish observers have returned.
+    private func announceFinish(holdsTail: Bool) -> (runnable: OperationList, waiters: [Waiter]) {
+        let flags = lifeFlags.bitwiseOr(
+            holdsTail ? LifeFlags.finished | LifeFlags.tailPending : LifeFlags.finished,
+            ordering: .sequentiallyConsistent
+        ).oldValue
         // Event streams have `finished` before waiters are resumed and dependents released.
         if flags & LifeFlags.hasEventStreams != 0 { LifecycleEventStreams.deliver(for: self) }
         var waiting: [Waiter] = []
-        if flags & LifeFlags.hasWaiters != 0 {
+        if !holdsTail && flags & LifeFlags.hasWaiters != 0 {
             waiting = machine.lock.withLock {
                 defer { waiters = [] }
                 return waiters
@@ -612,7 +665,7 @@ enum SlotHandoff {
 /// read-modify-writes of one atomic, so one of them always sees the other: a dependent is either
 /// refused (its dependency has finished) or taken by the finish.
 ///
-/// Waiters meet a finish the same way: `waitUntilFinished()` sets `hasWaiters` (under the
+/// Waiters meet a finish the same way: a wait (`waitUntilFinished()`…) sets `hasWaiters` (under the
 /// operation's lock, with its append) and waits only if `finished` was not set; the finish, after
 /// the completion block, sets `finished` and takes the waiters only if `hasWaiters` was set. So a
 /// wait returns only once the completion block has run.
@@ -631,6 +684,9 @@ enum LifeFlags {
     static let hasWaiters: UInt8 = 4
     static let hasEventStreams: UInt8 = 8
     static let skippedExecution: UInt8 = 16
+    /// Set with `finished` by a procedure, cleared when its did-finish observers have returned
+    /// (see `ConcurrentOperation.FinishTail`): meanwhile a new waiter still waits.
+    static let tailPending: UInt8 = 32
 }
 
 extension ConcurrentOperation {
@@ -638,13 +694,19 @@ extension ConcurrentOperation {
     /// completion block has run). Returns whether it was added.
     func addWaiter(_ waiter: Waiter) -> Bool {
         let previous = lifeFlags.bitwiseOr(LifeFlags.hasWaiters, ordering: .sequentiallyConsistent).oldValue
-        if previous & LifeFlags.finished != 0 { return false }
+        if previous & (LifeFlags.finished | LifeFlags.tailPending) == LifeFlags.finished { return false }
         waiters.append(waiter)
         return true
     }
 
     /// Whether the operation has finished, read without a lock.
     var hasFinished: Bool { lifeFlags.load(ordering: .sequentiallyConsistent) & LifeFlags.finished != 0 }
+
+    /// Whether a wait for the operation is over: it has finished, and a procedure's did-finish
+    /// observers have returned. Read without a lock.
+    var waitIsOver: Bool {
+        lifeFlags.load(ordering: .sequentiallyConsistent) & (LifeFlags.finished | LifeFlags.tailPending) == LifeFlags.finished
+    }
 
     /// Under `DependencyGraph.lock`: records `dependent` as waiting for this operation, unless it
     /// has finished. Returns whether it was recorded.

@@ -28,8 +28,8 @@ import Dispatch
 /// to that thread, which delivers it right after the one in progress (the raising thread waits
 /// for will execute and will finish). So an observer must never wait for its own procedure —
 /// to finish, or to get past another event — or it waits for itself. Did finish comes after the
-/// procedure's completion block, so it may run after a `waitUntilFinished()` on the procedure
-/// has returned.
+/// procedure's completion block and before any wait for the procedure or its queue returns: a
+/// wait returns only once the did-finish observers have returned.
 ///
 /// Every method has an empty default implementation: implement only what you need.
 public protocol OperationObserver: Sendable {

@@ -28,8 +28,8 @@ public enum ProcedureState: Int, Hashable, Sendable, CaseIterable, Comparable, C
     /// and the will-finish observers are being told; the completion block and did-finish follow.
     case finishing
     /// Finished: ``ConcurrentOperation/isFinished`` is `true`. The completion block, the release
-    /// of dependents and waiters, and the did-finish observers follow on the finishing thread, so
-    /// they may still be running.
+    /// of dependents, the did-finish observers and then the release of waiters follow on the
+    /// finishing thread, so they may still be running (no wait has returned yet).
     case finished
 
     /// Orders the states along the lifecycle, from ``initialized`` to ``finished``.

@@ -48,6 +48,9 @@ enum AfterDelivery {
     case finishExecuted(asLastStep: Bool)
     /// The rest of a finish without executing.
     case finishWithoutExecuting
+    /// After did finish: the queue lets go of the procedure and waiters are resumed (see
+    /// `ProcedureOperation.didComplete`).
+    case completeTail(ProcedureOperation.PendingTail)
 
     var isNothing: Bool {
         if case .nothing = self { return true }
@@ -197,14 +200,18 @@ extension ProcedureOperation {
         case .nothing: break
         case .finishExecuted(let asLastStep): finishExecuted(asLastStep: asLastStep)
         case .finishWithoutExecuting: finishedWithoutExecuting()
+        case .completeTail(let pending): completeTail(pending.tail)
         }
     }
 
     /// Under `machine.lock`: queues `event`, in the same critical section as the state change it
     /// reports, so that no later event overtakes it.
+    ///
+    /// `handOffThen`: if another thread is delivering, it runs `then` after delivering the event,
+    /// and this thread goes on at once (instead of waiting for the delivery to run `then` itself).
     func enqueueEventLocked(
         _ event: ProcedureEvent, observers attached: [any OperationObserver]? = nil, waitForDelivery: Bool = false,
-        then: AfterDelivery = .nothing
+        then: AfterDelivery = .nothing, handOffThen: Bool = false
     ) -> EventDisposition {
         // An event nobody listens to is dropped — unless it carries the rest of a finish while
         // another thread delivers, which must then wait its turn. (`addObserver` raises did attach
@@ -232,6 +239,10 @@ extension ProcedureOperation {
         if deliveringThread?.isCurrent() == true {
             // Raised while this thread delivers an event of this procedure: delivered (and `then`
             // run) by this thread's delivery loop once the current event returns.
+            pendingEvents.append(PendingEvent(event: event, observers: observers, delivered: nil, then: then))
+            return .queued
+        }
+        if handOffThen {
             pendingEvents.append(PendingEvent(event: event, observers: observers, delivered: nil, then: then))
             return .queued
         }

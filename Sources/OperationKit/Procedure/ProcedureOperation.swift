@@ -84,6 +84,9 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     @exclusivity(unchecked) var producedDependencies: [ConcurrentOperation] = []
     @exclusivity(unchecked) var holdsExclusivity = false
     @exclusivity(unchecked) var didExecuteEmitted = false
+    /// Whether a finish called after a cancel, before the procedure executed, counted: its errors
+    /// were kept for the finish without executing, and later finishes are ignored.
+    @exclusivity(unchecked) var finishKeptBeforeExecuting = false
     /// `didExecuteEmitted`, readable without the lock (it only ever becomes `true`).
     let didExecuteEmittedFlag = Atomic<Bool>(false)
     /// `produce(_:)` calls adding their operation now; a finish meanwhile waits for them.
@@ -199,8 +202,8 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
 
     /// Finishes the procedure without an error. See ``finish(withErrors:)``.
     ///
-    /// - Returns: `true` if this call finished the procedure; `false` if it was not executing or a
-    ///   finish had already counted (the call is then recorded in ``diagnostics``).
+    /// - Returns: `true` if this call counted (see ``finish(withErrors:)``); `false` if it was
+    ///   ignored (the call is then recorded in ``diagnostics``).
     @discardableResult
     public override func finish() -> Bool {
         finishCollecting([])
@@ -209,8 +212,8 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// Finishes the procedure, with `error` if it is not `nil`. See ``finish(withErrors:)``.
     ///
     /// - Parameter error: An error to record in ``errors``, or `nil`.
-    /// - Returns: `true` if this call finished the procedure; `false` if it was not executing or a
-    ///   finish had already counted (the call is then recorded in ``diagnostics``).
+    /// - Returns: `true` if this call counted (see ``finish(withErrors:)``); `false` if it was
+    ///   ignored (the call is then recorded in ``diagnostics``).
     @discardableResult
     public func finish(with error: (any Error)?) -> Bool {
         finishCollecting(error.map { [$0] } ?? [])
@@ -221,9 +224,11 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     ///
     /// The procedure moves to finishing, and the queue's will-finish, ``procedureWillFinish(with:)``
     /// and the will-finish observers are told; then it finishes: the completion block runs,
-    /// dependents and waiters are released, its ``MutuallyExclusive`` categories are given back,
-    /// and ``procedureDidFinish(with:)`` and the did-finish observers are told, last. All this
-    /// happens on the calling thread before the call returns, except:
+    /// dependents are released, its ``MutuallyExclusive`` categories are given back,
+    /// ``procedureDidFinish(with:)`` and the did-finish observers are told, and last its queue
+    /// lets go of it (its slot, the dependents in the same queue, the queue's waiters) and the
+    /// waits for it return. All this happens on the calling thread before the call returns,
+    /// except:
     ///
     /// - Called from inside one of this procedure's hooks or observers, it returns at once; the
     ///   finish completes on the same thread right after the event in progress, once will-finish
@@ -233,13 +238,20 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// - Called while ``produce(_:)`` is adding an operation, it returns at once; that `produce`
     ///   completes the finish once the operation has been added.
     ///
-    /// Since did-finish comes after the completion block and the release of waiters, a
-    /// `waitUntilFinished()` on the procedure may return before the did-finish observers have run.
+    /// So no wait for the procedure (``ConcurrentOperation/waitUntilFinished()``,
+    /// ``AwaitableOperation/finished``…) or for its queue returns before the did-finish observers
+    /// have returned; ``ConcurrentOperation/isFinished`` is `true` while they run.
+    ///
+    /// Called on a procedure that was cancelled before it executed (and has not started to
+    /// finish without executing), the first finish counts too: `errors` are recorded at once, and
+    /// the procedure finishes with them when its queue (or ``ConcurrentOperation/start()``)
+    /// finishes it without executing. Later finishes are ignored.
     ///
     /// - Parameter errors: Errors to record in ``errors``, after any already there.
-    /// - Returns: `true` if this call finished the procedure; `false` if it was not executing (it
-    ///   has not started, or finishes without executing) or a finish had already counted. The
-    ///   ignored call is recorded in ``diagnostics``.
+    /// - Returns: `true` if this call counted: it finished the procedure, or its errors were kept
+    ///   for a cancelled procedure's finish without executing; `false` if the procedure was not
+    ///   executing and not cancelled, or a finish had already counted. The ignored call is
+    ///   recorded in ``diagnostics``.
     @discardableResult
     public func finish(withErrors errors: [any Error]) -> Bool {
         finishCollecting(errors)
@@ -254,6 +266,8 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     func finishCollecting(_ errors: [any Error], asLastStep: Bool = false, then record: () -> Void = {}) -> Bool {
         enum Taken {
             case ignored
+            /// Cancelled before executing: the errors are kept for its finish without executing.
+            case kept
             /// A `produce(_:)` finishes it.
             case deferred
             /// The queue has listeners, to be told will-finish before the procedure's observers.
@@ -279,6 +293,13 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
                 _diagnostics.append("finish ignored: already \(procedureLifecycle.state) (errors given: \(errors.count))")
                 return .ignored
             case .refuseNotStarted:
+                // Cancelled before it executed: the first finish's errors are kept for the finish
+                // without executing (Procedures.md, "Finishing and cancelling").
+                if procedureLifecycle.isCancelled && !finishKeptBeforeExecuting {
+                    finishKeptBeforeExecuting = true
+                    if !errors.isEmpty { _errors.append(contentsOf: errors) }
+                    return .kept
+                }
                 _diagnostics.append("finish ignored: not executing, state \(procedureLifecycle.state)")
                 return .ignored
             }
@@ -286,7 +307,7 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
         switch taken {
         case .ignored:
             return false
-        case .deferred:
+        case .kept, .deferred:
             break
         case .tellQueueFirst(let queue):
             completeFinish(executed: true, queue: queue, asLastStep: asLastStep)
@@ -338,14 +359,16 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
 
     /// The rest of a finish after will finish was delivered.
     func finishExecuted(asLastStep: Bool) {
-        finishAfterStart(asLastStep: asLastStep)
-        didComplete()
+        let tail = finishKeepingTail(handOff: asLastStep ? .lastStepOnWorker : .tellQueue, holdsTail: true)
+        didComplete(then: consume tail)
     }
 
     /// The rest of a finish without executing, after will finish was delivered.
     func finishedWithoutExecuting() {
-        super.finishWithoutExecuting()
-        didComplete()
+        // ConcurrentOperation's finish without executing, its tail held for after did finish.
+        let tail = finishKeepingTail(handOff: .lastStepOnWorker, holdsTail: true)
+        didFinishWithoutExecuting()
+        didComplete(then: consume tail)
     }
 
     override func finishWithoutExecuting() {
@@ -397,8 +420,11 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     }
 
     /// After the base operation finished: releases mutual exclusivity, tells did finish, and lets
-    /// go of conditions and observers (an observer may hold the procedure), without the lock.
-    private func didComplete() {
+    /// go of conditions and observers (an observer may hold the procedure), without the lock;
+    /// then completes `tail` — the queue lets go of the procedure, waiters are resumed — so that
+    /// no wait returns before the did-finish observers have. If another event is being delivered,
+    /// did finish and the tail are left to the thread delivering.
+    private func didComplete(then tail: consuming FinishTail?) {
         let direct: DirectFinish
         if let taken = finishedDirectly.take() {
             direct = taken
@@ -406,6 +432,7 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
             // Another event is being delivered (by this thread further up, or another): did
             // finish waits its turn, and the thread delivering lets go of the observers.
             var queued: EventDisposition?
+            var after = AfterDelivery.nothing
             var observerCount = 0
             var tell = false
             let (exclusive, errors) = machine.lock.withLock { () -> (Bool, [any Error]) in
@@ -413,7 +440,8 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
                 holdsExclusivity = false
                 if deliveringEvents {
                     releaseAfterDelivery = true
-                    queued = enqueueEventLocked(.didFinish(_errors))
+                    if let held = tail { after = .completeTail(PendingTail(held)) }
+                    queued = enqueueEventLocked(.didFinish(_errors), then: after, handOffThen: true)
                 } else {
                     tell = observedEvents.union(hookEvents).contains(.didFinish)
                     observerCount = markReleasedLocked()
@@ -422,7 +450,8 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
             }
             if let queued {
                 if exclusive { ExclusivityController.release(ObjectIdentifier(self)) }
-                handle(queued, delivering: .didFinish(errors), then: .nothing)
+                // Queued: the thread delivering tells did finish, then completes the tail.
+                handle(queued, delivering: .didFinish(errors), then: after)
                 return
             }
             direct = DirectFinish(exclusive: exclusive, tellHooksAndObservers: tell, observerCount: observerCount, errors: errors)
@@ -438,6 +467,14 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
             }
         }
         releaseUnlocked()
+        if let tail { completeTail(tail) }
+    }
+
+    /// A finish's tail, held by a queued did finish for the thread delivering it (see
+    /// `didComplete`; boxed: the rare case costs an allocation, not a field in every procedure).
+    final class PendingTail {
+        let tail: FinishTail
+        init(_ tail: FinishTail) { self.tail = tail }
     }
 
     private func tellDidFinish(_ observer: any OperationObserver, _ errors: [any Error]) {

@@ -50,9 +50,12 @@ open class ResultProcedure<Output: Sendable>: ProcedureOperation, @unchecked Sen
     /// Finishes the procedure with `value`, which becomes ``output``. Only the first finish counts;
     /// it runs as ``ProcedureOperation/finish(withErrors:)`` describes.
     ///
+    /// On a procedure cancelled before it executed, it counts as ``ProcedureOperation/finish()``
+    /// does there, but the value is dropped: a procedure that never executed has no ``output``.
+    ///
     /// - Parameter value: The procedure's result.
-    /// - Returns: `true` if this call finished the procedure; `false` if it was not executing or a
-    ///   finish had already counted (the value is then dropped).
+    /// - Returns: `true` if this call counted (see ``ProcedureOperation/finish(withErrors:)``);
+    ///   `false` if it was ignored (the value is then dropped).
     @discardableResult
     public func finish(withValue value: Output) -> Bool {
         finishCollecting([]) { self._output = .some(value as Any) }  // boxed as is: a nil `Output` stays a value
@@ -73,7 +76,7 @@ open class ResultProcedure<Output: Sendable>: ProcedureOperation, @unchecked Sen
     /// error (``ProcedureOperation/finish(with:)``).
     ///
     /// - Parameter result: The procedure's result.
-    /// - Returns: `true` if this call finished the procedure.
+    /// - Returns: `true` if this call counted (see ``ProcedureOperation/finish(withErrors:)``).
     @discardableResult
     public func finish(withResult result: Result<Output, any Error>) -> Bool {
         switch result {

@@ -150,7 +150,7 @@ public final class ConcurrentOperationQueue {
     /// The number of operations the queue holds: added and not yet released. The queue releases
     /// an operation shortly after it finished and its completion block ran, so the count still
     /// includes an operation inside its own completion block (and possibly just after its
-    /// `waitUntilFinished()` returned); ``waitUntilAllOperationsAreFinished()`` returns only once
+    /// own wait returned); ``waitUntilAllOperationsAreFinished()`` returns only once
     /// the queue has released them all.
     public var operationCount: Int { lock.withLock { count } }
 
@@ -211,7 +211,7 @@ public final class ConcurrentOperationQueue {
         }
         try addBatch(first, producedFor: produced, then: operations)
         if waitUntilFinished {
-            for operation in operations { operation.waitUntilFinished() }
+            for operation in operations { operation.waitUntilFinishedBlocking() }
         }
     }
 
@@ -300,21 +300,32 @@ public final class ConcurrentOperationQueue {
         for operation in operations { operation.cancel() }
     }
 
-    /// Blocks the calling thread until the queue has no operations. Called from one of this
-    /// queue's own operations it returns at once, since it could never return otherwise.
-    public func waitUntilAllOperationsAreFinished() {
+    /// Blocks the calling thread until the queue has no operations: every operation in it has
+    /// finished **and** its completion block and, for a ``ProcedureOperation``, its did-finish
+    /// observers have returned. Called from one of this queue's own operations it returns at
+    /// once, since it could never return otherwise.
+    ///
+    /// Foundation's `OperationQueue.waitUntilAllOperationsAreFinished()`. From async code, await
+    /// ``waitUntilAllOperationsAreFinished()`` instead: it suspends the task rather than blocking a
+    /// thread. (The `Blocking` suffix keeps the two apart, so that the compiler never picks this
+    /// one for an `await`; see "Synchronous and asynchronous twins" in Documentation/Semantics.md.)
+    public func waitUntilAllOperationsAreFinishedBlocking() {
         _ = wait(timeout: nil)
     }
 
-    /// Blocks the calling thread until the queue has no operations or `timeout` has passed.
+    /// Blocks the calling thread until the queue has no operations (as
+    /// ``waitUntilAllOperationsAreFinished()`` says: finished, completion blocks and did-finish
+    /// observers returned) or `timeout` has passed.
     ///
     /// - Returns: `true` if the queue emptied, `false` on timeout (or when called from one of this
     ///   queue's own operations).
-    public func waitUntilAllOperationsAreFinished(timeout: Duration) -> Bool {
+    public func waitUntilAllOperationsAreFinishedBlocking(timeout: Duration) -> Bool {
         wait(timeout: timeout)
     }
 
-    /// Suspends the calling task until the queue has no operations.
+    /// Suspends the calling task until the queue has no operations: every operation in it has
+    /// finished **and** its completion block and, for a ``ProcedureOperation``, its did-finish
+    /// observers have returned.
     public func waitUntilAllOperationsAreFinished() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let empty = lock.withLock {

@@ -35,7 +35,7 @@ public struct StateDefinition<State: Hashable & Sendable>: Sendable {
     public private(set) var allowedTransitions: [State]
     /// Whether every state may enter this one without listing it.
     public private(set) var isGlobal = false
-    /// Whether this state can never be left (except by ``StateMachine/reset(completion:)``).
+    /// Whether this state can never be left (except by ``StateMachine/requestReset(completion:)``).
     public private(set) var isFinal = false
 
     @usableFromInline var beforeEnteringActions: [Action] = []
@@ -119,7 +119,7 @@ public struct StateDefinition<State: Hashable & Sendable>: Sendable {
     }
 
     /// Sets the closure that picks the target of a dynamic transition
-    /// (``StateMachine/transition(completion:)``) requested while the machine is in this state.
+    /// (``StateMachine/requestTransition(completion:)``) requested while the machine is in this state.
     /// The usual checks then apply to the state it returns.
     public func withDynamicTransition(_ pick: @escaping @Sendable () -> State) -> Self {
         var copy = self

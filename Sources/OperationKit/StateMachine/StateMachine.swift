@@ -121,7 +121,7 @@ public final class StateMachine<State: Hashable & Sendable> {
     public var options: StateMachineOptions { table.options }
     /// The registered states, initial state first.
     public var registeredStates: [State] { table.definitions.map(\.state) }
-    /// The initial state (the first definition), which ``reset(completion:)`` returns to.
+    /// The initial state (the first definition), which ``requestReset(completion:)`` returns to.
     public var initialState: State { table.state(at: 0) }
 
     /// The current state. While a transition runs this is the old state until the state changes
@@ -132,7 +132,7 @@ public final class StateMachine<State: Hashable & Sendable> {
         return table.state(at: rules.current)
     }
 
-    /// Whether the machine is suspended (see ``suspend(to:completion:)``).
+    /// Whether the machine is suspended (see ``requestSuspend(to:completion:)``).
     public var isSuspended: Bool {
         lock.lock()
         defer { lock.unlock() }
@@ -149,9 +149,16 @@ public final class StateMachine<State: Hashable & Sendable> {
         return rules.canTransition(to: target)
     }
 
-    // MARK: Transitions with a completion handler
+    // MARK: Requests with a completion handler (fire-and-forget)
 
-    /// Requests a transition to `target`.
+    // These enqueue a request and return at once; their names start with `request` so that none
+    // shares a base name and argument labels with the async form below, which the compiler could
+    // pick instead (at the top level of `main.swift`, `try await machine.transition(to:)` would
+    // silently pick a same-named fire-and-forget twin and drop the error). See "Synchronous and
+    // asynchronous twins" in Documentation/Semantics.md.
+
+    /// Requests a transition to `target` and returns at once; `completion`, if any, is told the
+    /// outcome. The async ``transition(to:)`` waits for it and throws a refusal.
     ///
     /// - Parameters:
     ///   - target: The state to go to.
@@ -160,42 +167,46 @@ public final class StateMachine<State: Hashable & Sendable> {
     ///     queue), after the observers, before the next request starts. If the machine is idle and
     ///     has no transition queue, it runs before this method returns.
     @inlinable
-    public func transition(to target: State, completion: (@Sendable (Outcome) -> Void)? = nil) {
+    public func requestTransition(to target: State, completion: (@Sendable (Outcome) -> Void)? = nil) {
         submit(Request(kind: .transition(to: target), delivery: completion))
     }
 
-    /// Requests a dynamic transition: the current state's dynamic transition picks the target
-    /// (``StateDefinition/withDynamicTransition(_:)``), then the usual checks apply. Without one the
-    /// completion gets `dynamicTransitionNotDefined`.
+    /// Requests a dynamic transition and returns at once: the current state's dynamic transition
+    /// picks the target (``StateDefinition/withDynamicTransition(_:)``), then the usual checks
+    /// apply. Without one the completion gets `dynamicTransitionNotDefined`. The async form is
+    /// ``transition()``.
     @inlinable
-    public func transition(completion: (@Sendable (Outcome) -> Void)? = nil) {
+    public func requestTransition(completion: (@Sendable (Outcome) -> Void)? = nil) {
         submit(Request(kind: .dynamic, delivery: completion))
     }
 
-    /// Suspends the machine: enters `state` without the allowed-transition checks and barriers,
-    /// remembering the current state for ``resume(completion:)``. Only `state`'s entering actions
+    /// Requests a suspension and returns at once (the async form is ``suspend(to:)``): the machine
+    /// enters `state` without the allowed-transition checks and barriers,
+    /// remembering the current state for ``requestResume(completion:)``. Only `state`'s entering actions
     /// run (no leaving actions of the current state, no machine actions). Ignored (completion gets
     /// `nil`) when already suspended, in a final state, or already in `state`; fails with
     /// `unknownState` or `finalState` when `state` is unregistered or final. While suspended,
     /// transitions fail with `suspended`.
     @inlinable
-    public func suspend(to state: State, completion: (@Sendable (Outcome) -> Void)? = nil) {
+    public func requestSuspend(to state: State, completion: (@Sendable (Outcome) -> Void)? = nil) {
         submit(Request(kind: .suspend(to: state), delivery: completion))
     }
 
-    /// Returns a suspended machine to the state it was suspended from, running only the suspension
-    /// state's leaving actions. Ignored (completion gets `nil`) when not suspended.
+    /// Requests that a suspended machine return to the state it was suspended from, and returns
+    /// at once (the async form is ``resume()``); only the suspension state's leaving actions run.
+    /// Ignored (completion gets `nil`) when not suspended.
     @inlinable
-    public func resume(completion: (@Sendable (StateTransition<State>?) -> Void)? = nil) {
+    public func requestResume(completion: (@Sendable (StateTransition<State>?) -> Void)? = nil) {
         submit(Request(kind: .resume, delivery: completion.map { handler in { handler(try? $0.get()) } }))
     }
 
-    /// Returns the machine to its initial state, running no action, and ends a suspension.
+    /// Requests a reset and returns at once (the async form is ``reset()``): the machine returns
+    /// to its initial state, running no action, and a suspension ends.
     /// Observers are told (with cause ``StateTransition/Cause/reset``) whenever the reset changed
     /// anything — the state, or only a suspension in the initial state (then `from == to`). Like
     /// every request it runs after the transitions requested before it.
     @inlinable
-    public func reset(completion: (@Sendable (StateTransition<State>?) -> Void)? = nil) {
+    public func requestReset(completion: (@Sendable (StateTransition<State>?) -> Void)? = nil) {
         submit(Request(kind: .reset, delivery: completion.map { handler in { handler(try? $0.get()) } }))
     }
 
@@ -211,7 +222,7 @@ public final class StateMachine<State: Hashable & Sendable> {
         try await outcome(of: .transition(to: target)).get()
     }
 
-    /// Makes a dynamic transition (see ``transition(completion:)``) and returns the change, or
+    /// Makes a dynamic transition (see ``requestTransition(completion:)``) and returns the change, or
     /// `nil` for a quiet no-op.
     /// - Throws: ``StateMachineError`` when it is refused.
     @discardableResult
@@ -220,7 +231,7 @@ public final class StateMachine<State: Hashable & Sendable> {
         try await outcome(of: .dynamic).get()
     }
 
-    /// Suspends the machine to `state` (see ``suspend(to:completion:)``) and returns the change, or
+    /// Suspends the machine to `state` (see ``requestSuspend(to:completion:)``) and returns the change, or
     /// `nil` when the request was ignored.
     /// - Throws: ``StateMachineError`` (`unknownState`, `finalState`) when `state` cannot be a
     ///   suspension state.
@@ -230,7 +241,7 @@ public final class StateMachine<State: Hashable & Sendable> {
         try await outcome(of: .suspend(to: state)).get()
     }
 
-    /// Resumes a suspended machine (see ``resume(completion:)``) and returns the change, or `nil`
+    /// Resumes a suspended machine (see ``requestResume(completion:)``) and returns the change, or `nil`
     /// when it was not suspended.
     @discardableResult
     @inlinable
@@ -238,7 +249,7 @@ public final class StateMachine<State: Hashable & Sendable> {
         try? await outcome(of: .resume).get()
     }
 
-    /// Resets the machine (see ``reset(completion:)``) and returns the change, or `nil` when it was
+    /// Resets the machine (see ``requestReset(completion:)``) and returns the change, or `nil` when it was
     /// already in its initial state and not suspended.
     @discardableResult
     @inlinable

@@ -88,7 +88,7 @@ public struct StateMachineErrorCode: Hashable, Sendable, CustomStringConvertible
     /// transitions (a configuration error).
     public static let unknownState = StateMachineErrorCode(.unknownState)
     /// A transition was requested while the machine is suspended (see
-    /// ``StateMachine/suspend(to:completion:)``). Resume it first.
+    /// ``StateMachine/requestSuspend(to:completion:)``). Resume it first.
     public static let suspended = StateMachineErrorCode(.suspended)
     /// Configuration: two definitions for the same state.
     public static let duplicateState = StateMachineErrorCode(.duplicateState)

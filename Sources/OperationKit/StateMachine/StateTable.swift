@@ -174,11 +174,11 @@ public struct StateTransition<State: Hashable & Sendable>: Hashable, Sendable, C
     public enum Cause: Hashable, Sendable {
         /// A transition (requested by state or dynamic).
         case transition
-        /// ``StateMachine/suspend(to:completion:)``.
+        /// ``StateMachine/requestSuspend(to:completion:)``.
         case suspend
-        /// ``StateMachine/resume(completion:)``.
+        /// ``StateMachine/requestResume(completion:)``.
         case resume
-        /// ``StateMachine/reset(completion:)``.
+        /// ``StateMachine/requestReset(completion:)``.
         case reset
     }
 

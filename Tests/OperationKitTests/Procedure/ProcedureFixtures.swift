@@ -61,14 +61,14 @@ extension Latch {
 extension ConcurrentOperation {
     /// Whether the operation finishes (and its completion block has run) within `timeout`.
     func finishes(within timeout: Duration = procedureTimeout) async -> Bool {
-        await waitingOffThePool { self.waitUntilFinished(timeout: timeout) }
+        await waitingOffThePool { self.waitUntilFinishedBlocking(timeout: timeout) }
     }
 }
 
 extension ConcurrentOperationQueue {
     /// Whether the queue has released all its operations within `timeout`.
     func empties(within timeout: Duration = procedureTimeout) async -> Bool {
-        await waitingOffThePool { self.waitUntilAllOperationsAreFinished(timeout: timeout) }
+        await waitingOffThePool { self.waitUntilAllOperationsAreFinishedBlocking(timeout: timeout) }
     }
 }
 
@@ -94,8 +94,8 @@ private let exclusivityCategoryCounter = Atomic<Int>(0)
 // MARK: - Observing
 
 /// Records every observer event of a procedure, with the procedure's state at that moment, and
-/// opens `finished` when did-finish has been delivered (the last event: it runs after
-/// `waitUntilFinished()` returns, so wait for this latch before reading the log).
+/// opens `finished` when did-finish has been delivered (the last event; waits for the procedure
+/// return only after it, but a test that never waits can wait for this latch).
 final class ProcedureEventLog: Sendable {
     private let log = Recorder<String>()
     private let states = Recorder<String>()
@@ -315,7 +315,7 @@ final class ProcedureAwaitingFinish: ProcedureOperation, @unchecked Sendable {
 }
 
 /// A procedure that counts its hooks. `finished` opens after its did-finish hook (which, like
-/// did-finish observers, runs after `waitUntilFinished()` returns).
+/// did-finish observers, runs after `waitUntilFinishedBlocking()` returns).
 final class ProcedureCountingHooks: ProcedureOperation, @unchecked Sendable {
     // No mutable state of its own: counters and recorders synchronise themselves.
     let willExecuteCalls = AtomicCounter()

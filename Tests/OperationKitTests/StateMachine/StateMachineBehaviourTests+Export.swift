@@ -48,7 +48,7 @@ extension StateMachineBehaviourTests {
                 class Idle current
 
             """)
-        machine.transition(to: "Running job", completion: nil)
+        machine.requestTransition(to: "Running job", completion: nil)
         #expect(machine.mermaidDiagram(markingCurrentState: true).hasSuffix("""
                 class Running_job current
 
@@ -86,10 +86,10 @@ extension StateMachineBehaviourTests {
         #expect(machine.graphvizDOT() == Self.dot([#""Error" [shape=doublecircle];"#]))
         #expect(machine.graphvizDOT(markingCurrentState: true)
                     == Self.dot([#""Idle" [style=filled];"#, #""Error" [shape=doublecircle];"#]))
-        machine.transition(to: "Running job", completion: nil)
+        machine.requestTransition(to: "Running job", completion: nil)
         #expect(machine.graphvizDOT(markingCurrentState: true)
                     == Self.dot([#""Running job" [style=filled];"#, #""Error" [shape=doublecircle];"#]))
-        machine.transition(to: "Error", completion: nil)
+        machine.requestTransition(to: "Error", completion: nil)
         #expect(machine.state == "Error")
         #expect(machine.graphvizDOT(markingCurrentState: true)
                     == Self.dot([#""Error" [shape=doublecircle, style=filled];"#]))

@@ -43,7 +43,7 @@ struct StateMachineBehaviourTests {
         let firstBarrier = AtomicCounter(), firstEntry = AtomicCounter(), firstObservation = AtomicCounter()
         let allDone = Latch()
         @Sendable func request(_ name: String, _ target: Phase, last: Bool = false) {
-            slot.values.first?.transition(to: target) { outcome in
+            slot.values.first?.requestTransition(to: target) { outcome in
                 log.record("\(name) done \(Summary(outcome).text) on runner: \(runner.isCurrent)")
                 if last { allDone.countDown() }
             }
@@ -72,7 +72,7 @@ struct StateMachineBehaviourTests {
         let returned = Latch()
         // Without a queue the request runs on the calling thread: make that the runner.
         runner.queue.async {
-            machine.transition(to: .b) { outcome in
+            machine.requestTransition(to: .b) { outcome in
                 log.record("outer done \(Summary(outcome).text)")
                 request("X4", .b, last: true)
             }
@@ -110,12 +110,12 @@ struct StateMachineBehaviourTests {
             StateDefinition(.c)
         }
         runner.queue.async {
-            machine.transition(to: .b) { outcome in log.record("outer done \(Summary(outcome).text)") }
+            machine.requestTransition(to: .b) { outcome in log.record("outer done \(Summary(outcome).text)") }
         }
         #expect(entered.wait(timeout: stateMachineTestTimeout))
         let requested = Latch()
         DispatchQueue(label: "inner-request").async {  // not the test's thread, in case the request blocks
-            machine.transition(to: .c) { outcome in
+            machine.requestTransition(to: .c) { outcome in
                 log.record("inner done \(Summary(outcome).text) on the running thread: \(runner.isCurrent)")
                 innerDone.countDown()
             }
@@ -152,13 +152,13 @@ struct StateMachineBehaviourTests {
                 let record: @Sendable (String) -> @Sendable (Machine.Outcome) -> Void = { name in
                     { outcome in log.record("\(name) \(Summary(outcome).text) \(caller.isCurrent)") }
                 }
-                machine.transition(to: .b, completion: record("transition"))
+                machine.requestTransition(to: .b, completion: record("transition"))
                 log.record("returned")
-                machine.transition(to: .b, completion: record("same"))
-                machine.transition(completion: record("dynamic"))
-                machine.suspend(to: .c, completion: record("suspend"))
-                machine.resume { log.record("resume \($0.map { "\($0)" } ?? "nil") \(caller.isCurrent)") }
-                machine.reset { log.record("reset \($0.map { "\($0)" } ?? "nil") \(caller.isCurrent)") }
+                machine.requestTransition(to: .b, completion: record("same"))
+                machine.requestTransition(completion: record("dynamic"))
+                machine.requestSuspend(to: .c, completion: record("suspend"))
+                machine.requestResume { log.record("resume \($0.map { "\($0)" } ?? "nil") \(caller.isCurrent)") }
+                machine.requestReset { log.record("reset \($0.map { "\($0)" } ?? "nil") \(caller.isCurrent)") }
                 log.record("end")
             }
             let actions = quiet ? [] : ["action"]
@@ -172,15 +172,15 @@ struct StateMachineBehaviourTests {
     @Test("without a completion, an idle machine has changed state when the request returns")
     func fireAndForget() throws {
         let machine = try Self.ring()
-        machine.transition(to: .b)
+        machine.requestTransition(to: .b)
         #expect(machine.state == .b)
-        machine.suspend(to: .d)
+        machine.requestSuspend(to: .d)
         #expect(machine.state == .d && machine.isSuspended)
-        machine.resume()
+        machine.requestResume()
         #expect(machine.state == .b && !machine.isSuspended)
-        machine.reset()
+        machine.requestReset()
         #expect(machine.state == .a)
-        machine.transition(to: .d)  // illegal: nothing changes, nothing traps
+        machine.requestTransition(to: .d)  // illegal: nothing changes, nothing traps
         #expect(machine.state == .a)
     }
 
@@ -259,7 +259,7 @@ struct StateMachineBehaviourTests {
         let updates = machine!.stateUpdates
         let changeConsumer = Task { await stateMachineCollect(changes, .max) }
         let updateConsumer = Task { await stateMachineCollect(updates, .max) }
-        machine!.transition(to: .b, completion: nil)  // runs at once on this thread: nothing is left holding the machine
+        machine!.requestTransition(to: .b, completion: nil)  // runs at once on this thread: nothing is left holding the machine
         #expect(machine!.state == .b)
         machine = nil
         #expect(released == nil, "nothing else keeps the machine")
@@ -292,7 +292,7 @@ struct StateMachineBehaviourTests {
         let seen = await stateMachineValue { await consumer.value }
         #expect(seen == [] || seen == [.a])
         #expect(Self.observerCount(machine) == 0)
-        machine.transition(to: .b, completion: nil)  // nobody left to tell; nothing breaks
+        machine.requestTransition(to: .b, completion: nil)  // nobody left to tell; nothing breaks
         #expect(machine.state == .b)
     }
 
@@ -302,7 +302,7 @@ struct StateMachineBehaviourTests {
         weak let released = machine
         let seen = Recorder<StateTransition<Phase>>()
         let observation = machine!.observe { seen.record($0) }
-        machine!.transition(to: .b, completion: nil)
+        machine!.requestTransition(to: .b, completion: nil)
         machine = nil
         #expect(released == nil, "an observation does not keep its machine")
         observation.cancel()

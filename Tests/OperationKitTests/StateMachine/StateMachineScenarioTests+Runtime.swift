@@ -152,7 +152,7 @@ extension StateMachineScenarioTests {
         let hold = Gate()
         tagged.queue.async { _ = hold.wait(timeout: stateMachineTestTimeout) }
         let done = Latch()
-        machine.transition(to: .b) { outcome in
+        machine.requestTransition(to: .b) { outcome in
             log.record("completion \(where_()) \(Summary(outcome).text)")
             done.countDown()
         }
@@ -176,7 +176,7 @@ extension StateMachineScenarioTests {
             StateDefinition(.b, allowedTransitions: .c)
                 .afterEntering { _ in
                     log.record("b afterEntering")
-                    machines.values.first?.transition(to: .c) { outcome in
+                    machines.values.first?.requestTransition(to: .c) { outcome in
                         log.record("inner completion \(tagged.isCurrent) \(Summary(outcome).text)")
                         done.countDown()
                     }
@@ -186,7 +186,7 @@ extension StateMachineScenarioTests {
             StateDefinition(.c).beforeEntering { _ in log.record("c beforeEntering") }
         }
         machines.record(machine)
-        machine.transition(to: .b) { outcome in
+        machine.requestTransition(to: .b) { outcome in
             log.record("outer completion \(tagged.isCurrent) \(Summary(outcome).text)")
         }
         #expect(done.wait(timeout: stateMachineTestTimeout))

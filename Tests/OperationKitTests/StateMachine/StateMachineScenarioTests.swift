@@ -72,7 +72,7 @@ struct StateMachineScenarioTests {
         let observation = machine.observe { log.record("observer \($0) [\(seen())]") }
         defer { observation.cancel() }
         let outcome = machine.waitForOutcome { completion in
-            machine.transition(to: .b) { outcome in
+            machine.requestTransition(to: .b) { outcome in
                 log.record("completion [\(seen())]")
                 completion(outcome)
             }

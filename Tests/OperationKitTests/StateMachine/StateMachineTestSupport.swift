@@ -59,27 +59,27 @@ extension StateMachine {
 
     /// Requests a transition to `target` and waits for its outcome.
     func outcome(to target: State, sourceLocation: SourceLocation = #_sourceLocation) -> Outcome? {
-        waitForOutcome(sourceLocation: sourceLocation) { self.transition(to: target, completion: $0) }
+        waitForOutcome(sourceLocation: sourceLocation) { self.requestTransition(to: target, completion: $0) }
     }
 
     /// Requests a dynamic transition and waits for its outcome.
     func dynamicOutcome(sourceLocation: SourceLocation = #_sourceLocation) -> Outcome? {
-        waitForOutcome(sourceLocation: sourceLocation) { self.transition(completion: $0) }
+        waitForOutcome(sourceLocation: sourceLocation) { self.requestTransition(completion: $0) }
     }
 
     /// Suspends to `state` and waits for the outcome.
     func suspendOutcome(to state: State, sourceLocation: SourceLocation = #_sourceLocation) -> Outcome? {
-        waitForOutcome(sourceLocation: sourceLocation) { self.suspend(to: state, completion: $0) }
+        waitForOutcome(sourceLocation: sourceLocation) { self.requestSuspend(to: state, completion: $0) }
     }
 
     /// Resumes and waits for the change it reports.
     func resumeOutcome(sourceLocation: SourceLocation = #_sourceLocation) -> Outcome? {
-        waitForOutcome(sourceLocation: sourceLocation) { completion in self.resume { completion(.success($0)) } }
+        waitForOutcome(sourceLocation: sourceLocation) { completion in self.requestResume { completion(.success($0)) } }
     }
 
     /// Resets and waits for the change it reports.
     func resetOutcome(sourceLocation: SourceLocation = #_sourceLocation) -> Outcome? {
-        waitForOutcome(sourceLocation: sourceLocation) { completion in self.reset { completion(.success($0)) } }
+        waitForOutcome(sourceLocation: sourceLocation) { completion in self.requestReset { completion(.success($0)) } }
     }
 }
 

@@ -46,7 +46,7 @@ func reached(_ gate: Gate, within timeout: Duration = workflowTimeout) async -> 
 
 /// Whether every operation of `queue` has finished and been released within `timeout`.
 func drained(_ queue: ConcurrentOperationQueue, within timeout: Duration = workflowTimeout) async -> Bool {
-    await workflowWaitOffThePool { queue.waitUntilAllOperationsAreFinished(timeout: timeout) }
+    await workflowWaitOffThePool { queue.waitUntilAllOperationsAreFinishedBlocking(timeout: timeout) }
 }
 
 // MARK: - Recording delegates
