@@ -605,6 +605,13 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// - Parameter error: Why the procedure was cancelled, or `nil`. With an error it also counts
     ///   as failed (``isFailed``).
     public func cancel(with error: (any Error)?) {
+        cancelCounting(with: error)
+    }
+
+    /// ``cancel(with:)``; returns whether this cancel counted (the procedure was not cancelled,
+    /// finishing or finished already).
+    @discardableResult
+    func cancelCounting(with error: (any Error)?) -> Bool {
         typealias Taken = (
             ProcedureLifecycle.CancelAction, ConcurrentOperationQueue?, [ConcurrentOperation], Bool, Bool, EventDisposition?,
             Bool
@@ -620,7 +627,7 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
             return (action, self.queue, producedDependencies, _finishesWhenCancelled, baseCancelled, event,
                     exclusivityRequested)
         }
-        guard action != .none else { return }
+        guard action != .none else { return false }
         if baseCancelled {
             tellLifecycleEventStreams()
             makeRunnableAfterCancel(in: queue)
@@ -638,5 +645,6 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
         case .none:
             break
         }
+        return true
     }
 }
