@@ -78,10 +78,16 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     @exclusivity(unchecked) var singleDecision: ConditionResult?
     /// Whether the procedure asked for mutual exclusivity categories (so a cancel may withdraw).
     @exclusivity(unchecked) var exclusivityRequested = false
-    /// Whether the queue has asked for the conditions' dependencies (they are made once).
+    /// Whether a queue has claimed the procedure: a condition added from then on makes its
+    /// dependency at once (see `addCondition`).
     @exclusivity(unchecked) var conditionDependenciesMade = false
     /// The operations the conditions produced, cancelled with the procedure.
     @exclusivity(unchecked) var producedDependencies: [ConcurrentOperation] = []
+    /// Parallel to the conditions once one may produce a dependency (else empty): each such
+    /// condition's gate, closed until its produced dependencies have finished.
+    @exclusivity(unchecked) var conditionGates: [ConditionGate?] = []
+    /// The evaluation of several conditions (or of one behind a closed gate), while it runs.
+    @exclusivity(unchecked) var conditionEvaluation: ConditionEvaluation?
     @exclusivity(unchecked) var holdsExclusivity = false
     @exclusivity(unchecked) var didExecuteEmitted = false
     /// `didExecuteEmitted`, readable without the lock (it only ever becomes `true`).
@@ -448,6 +454,8 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
         observerTotal = 0
         observedEvents = []
         singleDecision = nil
+        conditionEvaluation = nil
+        conditionGates = []
         return observers
     }
 
@@ -635,6 +643,8 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
         if let event { handle(event, delivering: .didCancel(error), then: .nothing) }
         switch action {
         case .abandonEvaluation:
+            // Its conditions may still wait for the dependencies they produced: cancel them too.
+            for dependency in produced where !dependency.isFinished { dependency.cancel() }
             queue?.requeue(self)
         case .cancelledBeforeExecuting:
             for dependency in produced where !dependency.isFinished { dependency.cancel() }
