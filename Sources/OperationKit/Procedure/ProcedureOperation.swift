@@ -602,8 +602,9 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     ///   categories): it never executes. In a queue it finishes without executing as soon as a
     ///   worker reaches it, without waiting for its dependencies; the dependencies its conditions
     ///   produced are cancelled too.
-    /// - Evaluating its conditions: it stops waiting for them (their answers are then ignored) and
-    ///   finishes without executing.
+    /// - Evaluating its conditions: it stops waiting for them (their answers are then ignored,
+    ///   and no more are evaluated), the dependencies its conditions produced that are still
+    ///   waiting or running are cancelled, and it finishes without executing.
     /// - Executing: it is only told, and finishes itself — or at once, on this thread, if
     ///   ``finishesWhenCancelled`` is set.
     ///
