@@ -122,7 +122,7 @@ extension ProcedureOperation {
             gate.remaining += produced.count
             // Finished meanwhile (cancelled): it has let go of its produced dependencies.
             if procedureLifecycle.state == .finished { return true }
-            if !produced.isEmpty { producedDependencies.append(contentsOf: produced) }
+            if !produced.isEmpty { rememberProducedLocked(produced) }
             return procedureLifecycle.isCancelled
         }
         for dependency in produced {
@@ -352,6 +352,49 @@ extension ProcedureOperation {
         if onWorker { return true }
         queue.requeue(self)
         return false
+    }
+}
+
+/// What a procedure keeps about its conditions beyond the usual single `ClosureCondition`, in
+/// one object made when first needed (so that a procedure without it pays one pointer). Every
+/// field is protected by the procedure's `machine.lock`.
+final class ConditionExtras: @unchecked Sendable {
+    /// Parallel to the conditions once one may produce a dependency (else empty): each such
+    /// condition's gate, closed until its produced dependencies have finished.
+    var gates: [ConditionGate?] = []
+    /// The evaluation of several conditions (or of one behind a closed gate), while it runs.
+    var evaluation: ConditionEvaluation?
+    /// The operations the conditions produced, cancelled with the procedure.
+    var produced: [ConcurrentOperation] = []
+}
+
+extension ProcedureOperation {
+    /// Under `machine.lock`: see `ConditionExtras`.
+    var conditionGates: [ConditionGate?] {
+        get { conditionExtras?.gates ?? [] }
+        set { extrasLocked.gates = newValue }
+    }
+
+    /// Under `machine.lock`: see `ConditionExtras`.
+    var conditionEvaluation: ConditionEvaluation? {
+        get { conditionExtras?.evaluation }
+        set { extrasLocked.evaluation = newValue }
+    }
+
+    /// Under `machine.lock`: the operations the conditions produced, cancelled with the procedure.
+    var producedDependencies: [ConcurrentOperation] { conditionExtras?.produced ?? [] }
+
+    /// Under `machine.lock`: the extras, made if need be.
+    private var extrasLocked: ConditionExtras {
+        if let extras = conditionExtras { return extras }
+        let extras = ConditionExtras()
+        conditionExtras = extras
+        return extras
+    }
+
+    /// Under `machine.lock`: remembers produced dependencies (a cancel cancels them).
+    fileprivate func rememberProducedLocked(_ produced: [ConcurrentOperation]) {
+        extrasLocked.produced.append(contentsOf: produced)
     }
 }
 

@@ -81,13 +81,9 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// Whether a queue has claimed the procedure: a condition added from then on makes its
     /// dependency at once (see `addCondition`).
     @exclusivity(unchecked) var conditionDependenciesMade = false
-    /// The operations the conditions produced, cancelled with the procedure.
-    @exclusivity(unchecked) var producedDependencies: [ConcurrentOperation] = []
-    /// Parallel to the conditions once one may produce a dependency (else empty): each such
-    /// condition's gate, closed until its produced dependencies have finished.
-    @exclusivity(unchecked) var conditionGates: [ConditionGate?] = []
-    /// The evaluation of several conditions (or of one behind a closed gate), while it runs.
-    @exclusivity(unchecked) var conditionEvaluation: ConditionEvaluation?
+    /// The gates, evaluation and produced dependencies of conditions beyond the usual single
+    /// `ClosureCondition` (see `ConditionExtras`): made only when needed.
+    @exclusivity(unchecked) var conditionExtras: ConditionExtras?
     @exclusivity(unchecked) var holdsExclusivity = false
     @exclusivity(unchecked) var didExecuteEmitted = false
     /// `didExecuteEmitted`, readable without the lock (it only ever becomes `true`).
@@ -454,8 +450,6 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
         observerTotal = 0
         observedEvents = []
         singleDecision = nil
-        conditionEvaluation = nil
-        conditionGates = []
         return observers
     }
 
@@ -466,7 +460,7 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
         moreConditions = []
         firstObserver = NoObserver()
         moreObservers = []
-        producedDependencies = []
+        conditionExtras = nil
     }
 
     // MARK: Executing
