@@ -1,14 +1,15 @@
 // Conditions: adding them, the dependencies they produce, their evaluation — each condition as
-// soon as the procedure's dependencies and its own produced dependency have finished, one at a
-// time, until the first failure — and mutual exclusivity.
+// soon as the procedure's dependencies and its own produced dependency have finished, in the
+// order they were added, until the first failure — and mutual exclusivity.
 //
 // A condition that may produce a dependency (any but a `ClosureCondition`) has a `ConditionGate`:
 // closed until its produced dependencies are made and have finished. The procedure does not
 // depend on the produced dependencies (it would then wait for all of them before any condition
 // could fail): a queue worker takes it once its own dependencies have finished, and an evaluation
-// (`ConditionEvaluation`) starts each condition whose gate is open, one at a time, in the order
-// the conditions were added. A gate that opens later (the produced dependency finished, on
-// whatever thread finished it) resumes the evaluation on that thread.
+// (`ConditionEvaluation`) starts each condition whose gate is open, in the order the conditions
+// were added, without waiting for earlier answers, and none once decided. A gate that opens later
+// (the produced dependency finished, on whatever thread finished it) resumes the evaluation on
+// that thread.
 extension ProcedureOperation {
     /// Adds a condition, evaluated once the procedure's dependencies — and the dependency the
     /// condition produces, if any — have finished.
