@@ -84,6 +84,45 @@ struct ProcedureNothingWaitsForeverTests {
         #expect(order.values == ["B", "slow finishes", "A", "work"])
     }
 
+    @Test("issue 13 item 5: an ignored condition ends the procedure too, without an error, and cancels the produced dependency")
+    func ignoredConditionDoesNotWaitEither() async throws {
+        let queue = ConcurrentOperationQueue(name: "item5-ignored")
+        let evaluations = Recorder<String>()
+        let neverEnding = ProcedureAwaitingFinish(name: "never-ending", finishesWhenTold: true)
+        let procedure = ProcedureCountingHooks(name: "item5-ignored")
+        try procedure.addCondition(ProducingCondition("A", evaluations) { neverEnding })
+        try procedure.addCondition(RecordingCondition("B", evaluations, .ignored))
+        try queue.addOperation(procedure)
+        #expect(await procedure.finished.opens(within: Self.bound))
+        #expect(procedure.isCancelled && procedure.errors.isEmpty)
+        #expect(evaluations.values == ["B"])
+        #expect(await neverEnding.finishes(within: Self.bound))
+        #expect(neverEnding.isCancelled)
+    }
+
+    @Test("issue 13 item 5: a procedure cancelled while a condition waits for its produced dependency cancels that dependency")
+    func cancelWhileWaitingForProducedDependency() async throws {
+        let queue = ConcurrentOperationQueue(name: "item5-cancel")
+        let evaluations = Recorder<String>()
+        let neverEnding = ProcedureAwaitingFinish(name: "never-ending", finishesWhenTold: true)
+        let slow = ManualCondition()
+        let procedure = ProcedureCountingHooks(name: "item5-cancel")
+        try procedure.addCondition(ProducingCondition("A", evaluations) { neverEnding })
+        try procedure.addCondition(slow)
+        try queue.addOperation(procedure)
+        #expect(await slow.evaluating.opens(within: Self.bound))
+        #expect(await neverEnding.executing.opens(within: Self.bound))
+        #expect(procedure.state == .evaluatingConditions)
+        procedure.cancel()
+        #expect(await procedure.finished.opens(within: Self.bound))
+        #expect(await neverEnding.finishes(within: Self.bound))
+        #expect(neverEnding.isCancelled)
+        // Answers after the cancel change nothing; A was never evaluated.
+        slow.complete(.failed(ProcedureTestError(9)))
+        #expect(procedure.errors.isEmpty && procedure.willExecuteCalls.value == 0)
+        #expect(evaluations.values.isEmpty)
+    }
+
     // MARK: Item 6
 
     @Test("issue 13 item 6: a TimeoutObserver ends callback work that never calls back")
