@@ -90,7 +90,7 @@ extension ProcedureOperation {
             if conditionGates.isEmpty { conditionGates = Array(repeating: nil, count: conditionTotal) }
         }
         let index = first ? injectionConditionCount : conditionTotal
-        if gate != nil || !conditionGates.isEmpty { conditionGates.insert(gate, at: index) }
+        if gate != nil || hasGatesLocked { conditionGates.insert(gate, at: index) }
         if first { injectionConditionCount += 1 }
         if conditionTotal == 0 {
             firstCondition = condition
@@ -106,7 +106,7 @@ extension ProcedureOperation {
     /// Under `machine.lock`: the conditions whose dependencies nobody has begun to make, their
     /// gates now marked as being made by the caller.
     private func takeUnmadeLocked() -> [(ConditionGate, any OperationCondition)] {
-        guard !conditionGates.isEmpty else { return [] }
+        guard hasGatesLocked else { return [] }
         var taken: [(ConditionGate, any OperationCondition)] = []
         for (index, gate) in conditionGates.enumerated() {
             guard let gate, !gate.isMade else { continue }
@@ -189,7 +189,7 @@ extension ProcedureOperation {
         enum Taken {
             case proceed
             case one
-            case several(ConditionEvaluation, [(ConditionGate, any OperationCondition)])
+            case several
         }
         var single: any OperationCondition = NoCondition()
         let taken = machine.lock.withLock { () -> Taken in
@@ -198,19 +198,13 @@ extension ProcedureOperation {
                 return .proceed
             case .evaluateConditions:
                 // The usual case: one condition, with nothing to wait for.
-                if conditionTotal == 1 && (conditionGates.isEmpty || conditionGates[0]?.isOpen != false) {
+                if conditionTotal == 1 && (conditionExtras == nil || firstGateIsOpenLocked()) {
                     singleEvaluationStarting = true
                     singleDecision = nil
                     single = firstCondition
                     return .one
                 }
-                // A condition added while the queue added the procedure: its dependency is made
-                // here, before evaluation (its gate holds it back until that has finished).
-                let unmade = takeUnmadeLocked()
-                let evaluation = ConditionEvaluation(conditions: conditionsLocked, gates: conditionGates)
-                evaluation.driving = true
-                conditionEvaluation = evaluation
-                return .several(evaluation, unmade)
+                return .several
             }
         }
         switch taken {
@@ -218,14 +212,51 @@ extension ProcedureOperation {
             return true
         case .one:
             return evaluateOne(single, queue: queue)
-        case .several(let evaluation, let unmade):
-            for (gate, condition) in unmade {
-                let produced = ProducedDependencies.of(condition, for: self)
-                addProduced(produced, to: queue)
-                finishMaking(gate, produced)
-            }
-            return drive(evaluation, onWorker: true)
+        case .several:
+            return evaluateSeveral(queue: queue)
         }
+    }
+
+    /// On the worker that moved the procedure to evaluating its conditions (no condition can be
+    /// added from then on): begins the evaluation, makes the dependencies nobody made yet, then
+    /// drives it. (Out of line: `prepareConditions` stays small for the usual case.)
+    @inline(never)
+    private func evaluateSeveral(queue: ConcurrentOperationQueue) -> Bool {
+        let evaluation = machine.lock.withLock { () -> ConditionEvaluation? in
+            // Cancelled since (the cancel put it back in its queue): nothing to evaluate.
+            guard procedureLifecycle.state == .evaluatingConditions else { return nil }
+            return beginEvaluationLocked()
+        }
+        guard let evaluation else { return false }
+        // Only this thread touches `unmade` (taken in the same critical section).
+        let unmade = evaluation.unmade
+        evaluation.unmade = []
+        for (gate, condition) in unmade {
+            let produced = ProducedDependencies.of(condition, for: self)
+            addProduced(produced, to: queue)
+            finishMaking(gate, produced)
+        }
+        return drive(evaluation, onWorker: true)
+    }
+
+    /// Under `machine.lock`: whether the first condition has no gate, or an open one.
+    @inline(never)
+    private func firstGateIsOpenLocked() -> Bool {
+        !hasGatesLocked || conditionGates[0]?.isOpen != false
+    }
+
+    /// Under `machine.lock`, on the worker: the evaluation of several conditions (or of one behind
+    /// a closed gate), driven by this worker. Kept out of `prepareConditions`'s critical section,
+    /// which stays small enough to be inlined for the usual single condition.
+    @inline(never)
+    private func beginEvaluationLocked() -> ConditionEvaluation {
+        let evaluation = ConditionEvaluation(conditions: conditionsLocked, gates: conditionGates)
+        // A condition added while the queue added the procedure: its dependency is made by this
+        // worker, before evaluation (its gate holds it back until that has finished).
+        evaluation.unmade = takeUnmadeLocked()
+        evaluation.driving = true
+        conditionEvaluation = evaluation
+        return evaluation
     }
 
     /// Drives an evaluation — the caller has set its `driving` flag — until it is decided or must
@@ -382,6 +413,12 @@ extension ProcedureOperation {
         set { extrasLocked.evaluation = newValue }
     }
 
+    /// Under `machine.lock`: whether some condition has a gate (a pointer test in the usual case).
+    var hasGatesLocked: Bool {
+        guard let extras = conditionExtras else { return false }
+        return !extras.gates.isEmpty
+    }
+
     /// Under `machine.lock`: the operations the conditions produced, cancelled with the procedure.
     var producedDependencies: [ConcurrentOperation] { conditionExtras?.produced ?? [] }
 
@@ -432,6 +469,9 @@ final class ConditionEvaluation: @unchecked Sendable {
     private var decision: ConditionResult?
     /// Whether a thread is driving the evaluation (see `ProcedureOperation.drive`).
     var driving = false
+    /// The conditions whose dependencies the worker that made this evaluation makes first (a
+    /// condition added while the queue added the procedure); only that worker touches it.
+    var unmade: [(ConditionGate, any OperationCondition)] = []
 
     init(conditions: [any OperationCondition], gates: [ConditionGate?]) {
         self.conditions = conditions
