@@ -11,16 +11,23 @@ public enum ConditionResult: Sendable {
 
 /// A requirement a ``ProcedureOperation`` must meet before it executes.
 ///
-/// A queue worker evaluates a procedure's conditions once all its dependencies have finished —
-/// never while the queue is suspended, and not at all for a procedure cancelled before then. It
-/// calls each condition's ``evaluate(for:completion:)`` in turn, in the order they were added
+/// A procedure's conditions are evaluated once its dependencies have finished (from the queue
+/// worker that takes it — never while the queue is suspended, and not at all for a procedure
+/// cancelled before then). Each condition's ``evaluate(for:completion:)`` is called as soon as
+/// the condition is *evaluable* — the procedure's dependencies and the condition's own produced
+/// dependency (``dependency(for:)``) have finished — in the order the conditions were added
 /// (result injections first), without waiting for earlier answers, so asynchronous conditions are
-/// evaluated concurrently. The procedure executes only if every condition is satisfied; the first
-/// answer that is a failure (or an ignore) decides at once, and later answers are ignored.
+/// evaluated concurrently; a condition still waiting for its produced dependency is overtaken by
+/// those after it. The procedure executes only if every condition is satisfied (it waits for all
+/// of them). The first answer that is a failure (or an ignore) decides at once: the procedure is
+/// cancelled, the produced dependencies still running are cancelled, no condition is called any
+/// more, and later answers are ignored. So when a condition is called, no condition has failed
+/// and every condition added before it has answered satisfied, is still answering, or is waiting
+/// for its produced dependency.
 ///
 /// A condition may also produce a dependency (``dependency(for:)``) — an operation the queue adds
-/// with the procedure and runs before evaluation — and may make procedures mutually exclusive
-/// (``mutuallyExclusiveCategories``).
+/// with the procedure and runs before the condition is evaluated — and may make procedures
+/// mutually exclusive (``mutuallyExclusiveCategories``).
 ///
 /// ```swift
 /// struct Reachable: OperationCondition {
@@ -39,19 +46,24 @@ public protocol OperationCondition: Sendable {
     /// An operation that must run before the condition is evaluated, or `nil` (the default).
     ///
     /// Called once, on the thread adding the procedure to a queue (or adding the condition to a
-    /// procedure already in one); not called for a procedure cancelled before it is added. The
-    /// queue adds the operation as a dependency of the procedure, before the procedure; when the
-    /// procedure is added, the operation also waits for the procedure's own dependencies. It is
-    /// cancelled if the procedure is cancelled before executing.
+    /// procedure already in one; or, for a condition added while the queue was adding the
+    /// procedure, on the worker that takes it, before evaluation); not called for a procedure
+    /// cancelled before it is added. The queue adds the operation before the procedure; when the
+    /// procedure is added, the operation also waits for the procedure's own dependencies. The
+    /// condition — not the procedure — waits for it: the procedure's other conditions may decide
+    /// first. It is cancelled if the procedure is cancelled (or a condition fails) before
+    /// executing.
     ///
     /// - Parameter procedure: The procedure the condition belongs to.
     /// - Returns: A new operation, in no queue, or `nil`.
     func dependency(for procedure: ProcedureOperation) -> ConcurrentOperation?
     /// Decides whether `procedure` may run.
     ///
-    /// Called once per procedure, on a worker of its queue, without any lock held, after all its
-    /// dependencies (including the one ``dependency(for:)`` made) have finished. Do not block the
-    /// worker: start slow work asynchronously and answer later.
+    /// Called at most once per procedure, without any lock held, after the procedure's
+    /// dependencies and the one ``dependency(for:)`` made have finished: on a worker of its
+    /// queue, or on the thread that finished that produced dependency. Not called once another
+    /// condition has failed (or the procedure was cancelled). Do not block the calling thread:
+    /// start slow work asynchronously and answer later.
     ///
     /// - Parameters:
     ///   - procedure: The procedure whose conditions are evaluated.

@@ -256,40 +256,84 @@ public struct ClosureObserver: OperationObserver {
     public func didFinish(_ procedure: ProcedureOperation, with errors: [any Error]) { closures.onDidFinish?(procedure, errors) }
 }
 
-/// Cancels a procedure with an ``OperationError/Code-swift.struct/timedOut`` error if it has not
-/// finished within `timeout` of starting to execute (the time its will-execute event is
-/// delivered). Does nothing if it finished or was cancelled first, or if it never executes.
+/// Ends a procedure that has not finished within `timeout` of starting to execute (the time its
+/// will-execute event is delivered): by default it is cancelled with an
+/// ``OperationError/Code-swift.struct/timedOut`` error and finished with that error.
 ///
-/// The procedure is cancelled, not finished: it is told (did cancel, on a thread of the global
-/// dispatch queue) and finishes itself — or at once, if ``ProcedureOperation/finishesWhenCancelled``
-/// is set. The timer holds the procedure weakly.
+/// What happens on expiry is the observer's ``Action``:
+///
+/// - ``Action/cancelAndFinish`` (the default): the procedure is cancelled with the `timedOut`
+///   error — it is told (its did-cancel hook and observers, on a thread of the global dispatch
+///   queue) — and then finished on that thread, unless it finished meanwhile (from its did-cancel
+///   hook, say). Its ``ProcedureOperation/errors`` are then `[timedOut]`, and a later finish from
+///   its work is ignored, as every later finish is (recorded in
+///   ``ProcedureOperation/diagnostics``). Callback work whose callback never comes — a lost
+///   network reply — ends at the timeout.
+/// - ``Action/cancelOnly``: the procedure is only cancelled with the `timedOut` error and
+///   finishes itself — or at once, if ``ProcedureOperation/finishesWhenCancelled`` is set. Work
+///   that never finishes then never ends.
+///
+/// Does nothing if the procedure finished or was cancelled first, or if it never executes. The
+/// timer holds the procedure weakly.
 ///
 /// ```swift
 /// try download.addObserver(TimeoutObserver(timeout: .seconds(30)))
+/// try upload.addObserver(TimeoutObserver(timeout: .seconds(30), action: .cancelOnly))
 /// ```
 public struct TimeoutObserver: OperationObserver {
-    /// How long the procedure may execute.
+    /// What a ``TimeoutObserver`` does to a procedure still executing when its timeout expires.
+    public enum Action: Hashable, Sendable {
+        /// Cancel the procedure with the `timedOut` error, then finish it (the default).
+        case cancelAndFinish
+        /// Only cancel the procedure with the `timedOut` error; it finishes itself.
+        case cancelOnly
+    }
+
+    /// How long the procedure may execute; always positive.
     public let timeout: Duration
+    /// What happens when the timeout expires.
+    public let action: Action
 
     /// Will execute only.
     public var observedEvents: ProcedureEventKinds { .willExecute }
 
     /// Creates the observer.
     ///
-    /// - Parameter timeout: How long the procedure may execute before it is cancelled.
-    public init(timeout: Duration) {
+    /// - Parameters:
+    ///   - timeout: How long the procedure may execute before it is ended; must be positive.
+    ///   - action: What happens when the timeout expires: by default the procedure is cancelled
+    ///     with the `timedOut` error and finished.
+    /// - Throws: ``OperationError/Code-swift.struct/invalidTimeout`` if `timeout` is zero or
+    ///   negative (a timeout that has already expired is a caller's mistake, not "cancel at once"
+    ///   and not "no timeout").
+    public init(timeout: Duration, action: Action = .cancelAndFinish) throws(OperationError) {
+        guard timeout > .zero else {
+            throw OperationError(.invalidTimeout, operations: [], "a TimeoutObserver's timeout must be positive, not \(timeout)")
+        }
         self.timeout = timeout
+        self.action = action
     }
 
     /// Starts the timer.
     ///
     /// - Parameter procedure: The procedure about to execute.
     public func willExecute(_ procedure: ProcedureOperation) {
-        let timeout = self.timeout
+        let (timeout, action) = (self.timeout, self.action)
         DispatchQueue.global().asyncAfter(deadline: .now() + timeout.dispatchInterval) { [weak procedure] in
             guard let procedure, !procedure.isFinished, !procedure.isCancelled else { return }
-            procedure.cancel(with: OperationError(
-                .timedOut, operations: [procedure.displayName], "did not finish within \(timeout)"))
+            procedure.timedOut(after: timeout, finishing: action == .cancelAndFinish)
         }
+    }
+}
+
+extension ProcedureOperation {
+    /// A ``TimeoutObserver``'s timer expired: cancel with `timedOut` and, if `finishing`, finish —
+    /// unless a cancel or a finish came first (then nothing happens).
+    func timedOut(after timeout: Duration, finishing: Bool) {
+        let error = OperationError(.timedOut, operations: [displayName], "did not finish within \(timeout)")
+        guard cancelCounting(with: error), finishing else { return }
+        // Still executing after its did-cancel hook and observers (which may have finished it):
+        // finish it now. Its `errors` already hold the `timedOut` error, from the cancel.
+        if machine.lock.withLock({ procedureLifecycle.state == .executing }) { finish() }
     }
 }

@@ -11,11 +11,12 @@
 public enum ProcedureState: Int, Hashable, Sendable, CaseIterable, Comparable, CustomStringConvertible {
     /// Created, not in a queue yet.
     case initialized
-    /// In a queue, waiting for its dependencies (including the dependencies its conditions
-    /// produced).
+    /// In a queue, waiting for its dependencies (not for the dependencies its conditions
+    /// produced: each condition waits for its own).
     case pending
-    /// Its dependencies have finished; its conditions are being evaluated. ``ProcedureOperation/isReady``
-    /// is `false` meanwhile.
+    /// Its dependencies have finished; its conditions are being evaluated, each once the
+    /// dependency it produced (if any) has finished. ``ProcedureOperation/isReady`` is `false`
+    /// meanwhile.
     case evaluatingConditions
     /// Its conditions are satisfied (or it has none): waiting for a queue worker, and for its
     /// ``MutuallyExclusive`` categories if it has any. A procedure that was cancelled, or whose

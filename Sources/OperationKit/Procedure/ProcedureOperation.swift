@@ -78,10 +78,12 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     @exclusivity(unchecked) var singleDecision: ConditionResult?
     /// Whether the procedure asked for mutual exclusivity categories (so a cancel may withdraw).
     @exclusivity(unchecked) var exclusivityRequested = false
-    /// Whether the queue has asked for the conditions' dependencies (they are made once).
+    /// Whether a queue has claimed the procedure: a condition added from then on makes its
+    /// dependency at once (see `addCondition`).
     @exclusivity(unchecked) var conditionDependenciesMade = false
-    /// The operations the conditions produced, cancelled with the procedure.
-    @exclusivity(unchecked) var producedDependencies: [ConcurrentOperation] = []
+    /// The gates, evaluation and produced dependencies of conditions beyond the usual single
+    /// `ClosureCondition` (see `ConditionExtras`): made only when needed.
+    @exclusivity(unchecked) var conditionExtras: ConditionExtras?
     @exclusivity(unchecked) var holdsExclusivity = false
     @exclusivity(unchecked) var didExecuteEmitted = false
     /// Whether a finish called after a cancel, before the procedure executed, counted: its errors
@@ -502,7 +504,7 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
         moreConditions = []
         firstObserver = NoObserver()
         moreObservers = []
-        producedDependencies = []
+        conditionExtras = nil
     }
 
     // MARK: Executing
@@ -638,8 +640,9 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     ///   categories): it never executes. In a queue it finishes without executing as soon as a
     ///   worker reaches it, without waiting for its dependencies; the dependencies its conditions
     ///   produced are cancelled too.
-    /// - Evaluating its conditions: it stops waiting for them (their answers are then ignored) and
-    ///   finishes without executing.
+    /// - Evaluating its conditions: it stops waiting for them (their answers are then ignored,
+    ///   and no more are evaluated), the dependencies its conditions produced that are still
+    ///   waiting or running are cancelled, and it finishes without executing.
     /// - Executing: it is only told, and finishes itself — or at once, on this thread, if
     ///   ``finishesWhenCancelled`` is set.
     ///
@@ -649,6 +652,13 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// - Parameter error: Why the procedure was cancelled, or `nil`. With an error it also counts
     ///   as failed (``isFailed``).
     public func cancel(with error: (any Error)?) {
+        cancelCounting(with: error)
+    }
+
+    /// ``cancel(with:)``; returns whether this cancel counted (the procedure was not cancelled,
+    /// finishing or finished already).
+    @discardableResult
+    func cancelCounting(with error: (any Error)?) -> Bool {
         typealias Taken = (
             ProcedureLifecycle.CancelAction, ConcurrentOperationQueue?, [ConcurrentOperation], Bool, Bool, EventDisposition?,
             Bool
@@ -664,7 +674,7 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
             return (action, self.queue, producedDependencies, _finishesWhenCancelled, baseCancelled, event,
                     exclusivityRequested)
         }
-        guard action != .none else { return }
+        guard action != .none else { return false }
         if baseCancelled {
             tellLifecycleEventStreams()
             makeRunnableAfterCancel(in: queue)
@@ -672,6 +682,8 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
         if let event { handle(event, delivering: .didCancel(error), then: .nothing) }
         switch action {
         case .abandonEvaluation:
+            // Its conditions may still wait for the dependencies they produced: cancel them too.
+            for dependency in produced where !dependency.isFinished { dependency.cancel() }
             queue?.requeue(self)
         case .cancelledBeforeExecuting:
             for dependency in produced where !dependency.isFinished { dependency.cancel() }
@@ -682,5 +694,6 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
         case .none:
             break
         }
+        return true
     }
 }

@@ -34,10 +34,10 @@ struct ObservedEventsTests {
     }
 
     @Test("a ClosureObserver wants the events it has closures for")
-    func closureObserverKinds() {
+    func closureObserverKinds() throws {
         #expect(ClosureObserver().observedEvents == [])
         #expect(ClosureObserver(didCancel: { _, _ in }, didFinish: { _, _ in }).observedEvents == [.didCancel, .didFinish])
-        #expect(TimeoutObserver(timeout: .seconds(1)).observedEvents == .willExecute)
+        #expect(try TimeoutObserver(timeout: .seconds(1)).observedEvents == .willExecute)
         #expect(ProcedureEventKinds.all.contains([.didAttach, .willExecute, .didExecute, .didCancel, .didProduce, .willFinish, .didFinish]))
     }
 }

@@ -135,7 +135,9 @@ struct ProcedureConditionTests {
         try queue.addOperations([direct, procedure], waitUntilFinished: false)
         let dependency = try #require(produced.values.first)
         #expect(dependency.dependencies.contains { $0 === direct }, "the produced dependency waits for the direct one")
-        #expect(procedure.dependencies.contains { $0 === dependency })
+        // The procedure does not depend on it (its condition waits for it): a condition that fails
+        // need not wait for another condition's produced dependency (issue 13 item 5).
+        #expect(!procedure.dependencies.contains { $0 === dependency })
         #expect(await direct.executing.opens())
         #expect(order.values.isEmpty)
         order.record("direct")
@@ -144,14 +146,13 @@ struct ProcedureConditionTests {
         #expect(order.values == ["direct", "produced", "evaluate", "work"])
     }
 
-    @Test("K82 a produced dependency is added when the procedure is queued (did-add sees it) and runs first")
+    @Test("K82 a produced dependency is added when the procedure is queued (did-add comes first) and runs first")
     func producedDependencyAtQueueTime() async throws {
         let queue = suspendedProcedureQueue("K82")
         let order = Recorder<String>()
         let dependenciesAtDidAdd = Recorder<String>()
         queue.eventHandlers = QueueEventHandlers(didAdd: { operation in
-            guard operation.name == "K82" else { return }
-            dependenciesAtDidAdd.record(operation.dependencies.map(\.displayName).joined(separator: ","))
+            dependenciesAtDidAdd.record(operation.displayName)
         })
         let procedure = ClosureProcedure<Void>(name: "K82") { order.record("work") }
         try procedure.addCondition(ProducingCondition("evaluate", order) {
@@ -159,7 +160,7 @@ struct ProcedureConditionTests {
         })
         #expect(procedure.dependencies.isEmpty, "nothing is produced before queueing")
         try queue.addOperation(procedure)
-        #expect(dependenciesAtDidAdd.values == ["produced"])
+        #expect(dependenciesAtDidAdd.values == ["produced", "K82"])
         #expect(queue.operationCount == 2)
         queue.isSuspended = false
         #expect(await procedure.finishes())
@@ -176,7 +177,7 @@ struct ProcedureConditionTests {
         try procedure.addCondition(ProducingCondition("evaluate", order) {
             ClosureOperation(name: "late-produced") { order.record("produced") }
         })
-        #expect(procedure.dependencies.map(\.displayName) == ["late-produced"])
+        #expect(queue.operations.map(\.displayName) == [procedure.displayName, "late-produced"])
         #expect(queue.operationCount == 2)
         queue.isSuspended = false
         #expect(await procedure.finishes())
@@ -194,7 +195,7 @@ struct ProcedureConditionTests {
         })
         // addCondition's documentation: the dependency is added at once if the procedure is
         // already in a queue.
-        #expect(procedure.dependencies.map(\.displayName) == ["late-produced"])
+        #expect(queue.operations.map(\.displayName) == [procedure.displayName, "late-produced"])
         #expect(queue.operationCount == 2)
         queue.isSuspended = false
         #expect(await procedure.finishes())
