@@ -155,7 +155,7 @@ extension StressTests {
             }
             var problems: [String] = []
             for (procedure, log, _, _) in procedures {
-                guard procedure.waitUntilFinished(timeout: Stress.timeout) else {
+                guard procedure.waitUntilFinishedBlocking(timeout: Stress.timeout) else {
                     problems.append("\(procedure.displayName) never finished")
                     continue
                 }
@@ -171,7 +171,7 @@ extension StressTests {
                 }
             }
             #expect(problems.isEmpty, "seed \(seed): \(problems.prefix(5))")
-            #expect(queue.waitUntilAllOperationsAreFinished(timeout: Stress.timeout), "seed \(seed): the queue did not empty")
+            #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout), "seed \(seed): the queue did not empty")
         }
     }
 }

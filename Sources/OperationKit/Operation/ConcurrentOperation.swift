@@ -569,18 +569,9 @@ open class ConcurrentOperation {
     /// Under `machine.lock`: the claim was undone (registering a dependency failed).
     func didUnclaim() {}
 
-    /// Operations the queue must add, as dependencies of this one, before it adds this one (a
-    /// procedure's condition dependencies). Called by the queue's `addOperation`.
-    func operationsToEnqueueFirst(in queue: ConcurrentOperationQueue) -> [ConcurrentOperation] { [] }
-
-    /// The add that asked for ``operationsToEnqueueFirst(in:)`` was refused: `operations` were
-    /// not added, and must not stay dependencies of this one (a later add makes new ones).
-    func withdrawOperationsToEnqueueFirst(_ operations: [ConcurrentOperation]) {}
-
-    /// Whether a queue could claim the operation now: in no queue, not started, not finished.
-    final var isClaimable: Bool {
-        machine.lock.withLock { queueReference == nil && machine.lifecycle.isReady }
-    }
+    /// Operations the queue adds along with this one (a procedure's condition dependencies),
+    /// called by the queue's adds once they have claimed this operation, before it is linked.
+    func operationsToEnqueueAlong(in queue: ConcurrentOperationQueue) -> [ConcurrentOperation] { [] }
 
     /// A registered dependency finished. Returns `true` if this made the operation runnable.
     final func dependencyDidFinish() -> Bool {

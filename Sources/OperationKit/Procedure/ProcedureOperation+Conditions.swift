@@ -154,12 +154,15 @@ extension ProcedureOperation {
     }
 
     /// The dependencies the conditions produce, made once, when the queue adds the procedure.
-    func conditionDependenciesToEnqueue() -> [ConcurrentOperation] {
+    func conditionDependenciesToEnqueue(in queue: ConcurrentOperationQueue) -> [ConcurrentOperation] {
         // Only ClosureConditions (which make none): nothing to ask. (A condition that may make one,
-        // added on another thread meanwhile, is left for the worker: see `addCondition`.)
+        // added on another thread meanwhile, is made by that thread, or left for the worker: see
+        // `addCondition`.)
         guard conditionsMayProduceDependencies.load(ordering: .acquiring) else { return [] }
         let taken = machine.lock.withLock { () -> [(ConditionGate, any OperationCondition)] in
-            guard conditionTotal > 0, procedureLifecycle.state == .initialized, queueReference == nil,
+            // Called once `queue` has claimed the procedure (an add that is refused makes nothing).
+            guard conditionTotal > 0, procedureLifecycle.state == .pending,
+                  queueReference?.toOpaque() == Unmanaged.passUnretained(queue).toOpaque(),
                   !procedureLifecycle.isCancelled
             else { return [] }
             return takeUnmadeLocked()

@@ -119,15 +119,8 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
         conditionDependenciesMade = false
     }
 
-    override func operationsToEnqueueFirst(in queue: ConcurrentOperationQueue) -> [ConcurrentOperation] {
-        conditionDependenciesToEnqueue()
-    }
-
-    override func withdrawOperationsToEnqueueFirst(_ operations: [ConcurrentOperation]) {
-        for operation in operations { removeDependency(operation) }
-        machine.lock.withLock {
-            producedDependencies.removeAll { produced in operations.contains { $0 === produced } }
-        }
+    override func operationsToEnqueueAlong(in queue: ConcurrentOperationQueue) -> [ConcurrentOperation] {
+        conditionDependenciesToEnqueue(in: queue)
     }
 
     override func prepareToRun(on queue: ConcurrentOperationQueue) -> Bool {

@@ -173,15 +173,8 @@ public final class ConcurrentOperationQueue {
     ///   nor were the dependencies its conditions would have produced — and the queue carries on.
     public func addOperation(_ operation: ConcurrentOperation) throws(OperationError) {
         notifyDelegate(willAdd: operation)
-        let first = operation.operationsToEnqueueFirst(in: self)
-        if !first.isEmpty {
-            // Produced dependencies are added with their procedure, all or nothing.
-            var produced = [(operation, first)]
-            let all = gatherFirst(first, producedFor: &produced)
-            try addBatch(all, producedFor: produced, then: [operation])
-            return
-        }
         let priority = try prepare(operation, barrier: lock.withLock { barrier })
+        addOperationsAlong(with: operation)
         // Before `insert`: the operation cannot start before did add is told.
         notifyDelegate(didAdd: operation)
         insert(CollectionOfOne((operation, priority)))
@@ -192,76 +185,46 @@ public final class ConcurrentOperationQueue {
     /// All or nothing: the whole batch is checked — an operation twice in it, one in another
     /// queue, one that has started or finished, a dependency cycle within the batch or with what
     /// is already queued — before any of it can run. If one operation is refused, none is added
-    /// (nor the dependencies their conditions would have produced), the error names the refused
-    /// one, and nothing is waited for. A cancelled operation never waits for its dependencies, so
-    /// its edges cannot close a cycle: cancelling a member is a way to break one.
+    /// (nor are the dependencies their conditions would produce made), the error names the
+    /// refused one, and nothing is waited for. A cancelled operation never waits for its
+    /// dependencies, so its edges cannot close a cycle: cancelling a member is a way to break one.
     ///
     /// - Throws: the ``OperationError`` that adding the first refused operation alone would throw;
     ///   the queue then holds nothing more than before.
     public func addOperations(_ operations: [ConcurrentOperation], waitUntilFinished: Bool) throws(OperationError) {
-        var produced: [(ConcurrentOperation, [ConcurrentOperation])] = []
-        var first: [ConcurrentOperation] = []
-        for operation in operations {
-            notifyDelegate(willAdd: operation)
-            let made = operation.operationsToEnqueueFirst(in: self)
-            if !made.isEmpty {
-                produced.append((operation, made))
-                first.append(contentsOf: gatherFirst(made, producedFor: &produced))
-            }
+        for operation in operations { notifyDelegate(willAdd: operation) }
+        // Everything is prepared (claimed, dependencies registered) before anything is linked, so
+        // workers do not start finishing operations — and taking the graph lock to release their
+        // dependents — while this batch still registers edges under it; and nothing is linked
+        // until every operation was accepted. (Linking in chunks, so that work starts earlier,
+        // measured no faster for independent operations and 1.5 times slower for the layered
+        // graph of the benchmark's S4.)
+        var accepted: [(ConcurrentOperation, ConcurrentOperation.QueuePriority)] = []
+        accepted.reserveCapacity(operations.count)
+        let pendingBarrier = lock.withLock { barrier }
+        do {
+            for operation in operations { accepted.append((operation, try prepare(operation, barrier: pendingBarrier))) }
+        } catch {
+            // Last prepared first: an edge between two of them is undone from its dependent.
+            for (operation, _) in accepted.reversed() { unprepare(operation, barrier: pendingBarrier) }
+            throw error
         }
-        try addBatch(first, producedFor: produced, then: operations)
+        for (operation, _) in accepted { addOperationsAlong(with: operation) }
+        if hasListeners.load(ordering: .acquiring) {
+            for (operation, _) in accepted { notifyDelegate(didAdd: operation) }
+        }
+        insert(accepted)
         if waitUntilFinished {
             for operation in operations { operation.waitUntilFinishedBlocking() }
         }
     }
 
-    /// Operations produced for a procedure being added (its conditions' dependencies), each
-    /// after what it produces in turn, telling will add for each.
-    private func gatherFirst(
-        _ made: [ConcurrentOperation], producedFor produced: inout [(ConcurrentOperation, [ConcurrentOperation])]
-    ) -> [ConcurrentOperation] {
-        var all: [ConcurrentOperation] = []
-        // One that is already queued, or has finished, is waited for where it is.
-        for operation in made where operation.isClaimable {
-            notifyDelegate(willAdd: operation)
-            let more = operation.operationsToEnqueueFirst(in: self)
-            if !more.isEmpty {
-                produced.append((operation, more))
-                all.append(contentsOf: gatherFirst(more, producedFor: &produced))
-            }
-            all.append(operation)
-        }
-        return all
-    }
-
-    /// Prepares `first` and then `operations` (claimed, dependencies registered), and links them
-    /// all into the queue only once every one was accepted. On a refusal, undoes what was
-    /// prepared and the produced dependencies (`producedFor`), and throws.
-    private func addBatch(
-        _ first: [ConcurrentOperation], producedFor produced: [(ConcurrentOperation, [ConcurrentOperation])],
-        then operations: [ConcurrentOperation]
-    ) throws(OperationError) {
-        // Everything is prepared (claimed, dependencies registered) before anything is linked, so
-        // workers do not start finishing operations — and taking the graph lock to release their
-        // dependents — while this batch still registers edges under it. (Linking in chunks, so
-        // that work starts earlier, measured no faster for independent operations and 1.5 times
-        // slower for the layered graph of the benchmark's S4.)
-        var accepted: [(ConcurrentOperation, ConcurrentOperation.QueuePriority)] = []
-        accepted.reserveCapacity(first.count + operations.count)
-        let pendingBarrier = lock.withLock { barrier }
-        do {
-            for operation in first { accepted.append((operation, try prepare(operation, barrier: pendingBarrier))) }
-            for operation in operations { accepted.append((operation, try prepare(operation, barrier: pendingBarrier))) }
-        } catch {
-            // Last prepared first: an edge between two of them is undone from its dependent.
-            for (operation, _) in accepted.reversed() { unprepare(operation, barrier: pendingBarrier) }
-            for (procedure, made) in produced { procedure.withdrawOperationsToEnqueueFirst(made) }
-            throw error
-        }
-        if hasListeners.load(ordering: .acquiring) {
-            for (operation, _) in accepted { notifyDelegate(didAdd: operation) }
-        }
-        insert(accepted)
+    /// Once `operation` is claimed (accepted, not linked yet): adds what must come with it — a
+    /// procedure's condition dependencies — one by one: one the queue refuses (in a queue
+    /// already, or finished) is waited for where it is, and does not keep the others out.
+    private func addOperationsAlong(with operation: ConcurrentOperation) {
+        let along = operation.operationsToEnqueueAlong(in: self)
+        for other in along { try? addOperation(other) }
     }
 
     /// Wraps `block` in a ``ClosureOperation`` and adds it.

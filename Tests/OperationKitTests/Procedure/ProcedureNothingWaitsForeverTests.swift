@@ -246,7 +246,7 @@ struct ProcedureNothingWaitsForeverTests {
         start.open()
         guard done.wait(timeout: bound) else { return "the racing threads did not return" }
         if let failure = addFailure.values.first { return "addOperation threw \(failure)" }
-        guard procedure.waitUntilFinished(timeout: bound) else { return "the procedure did not finish" }
+        guard procedure.waitUntilFinishedBlocking(timeout: bound) else { return "the procedure did not finish" }
         if let error = thrown.values.first {
             guard error.code == .tooLateToAddCondition else { return "addCondition threw \(error)" }
             return evaluations.values.isEmpty ? nil : "a refused condition was evaluated"
