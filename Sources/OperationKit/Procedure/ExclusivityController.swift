@@ -6,7 +6,8 @@
 ///
 /// **A hold covers the holder's subtree.** The descendants of a ``GroupOperation`` (its children,
 /// their produced operations, the children of nested groups: every operation whose queue is,
-/// directly or through other groups, the child queue of the group) may take a category the group
+/// directly or through other groups, the child queue of the group; likewise a ``RetryOperation``'s
+/// attempts) may take a category the group
 /// holds: each category has a stack of holders, and a request may take a category that is free
 /// or whose top holder is one of the requester's ancestors; the requester is then pushed on the
 /// stack, and its release pops the category back to the ancestor. So descendants still exclude
@@ -34,7 +35,8 @@ enum ExclusivityController {
         let grant: @Sendable () -> Void
     }
 
-    /// Who a requester is: its ancestors (innermost first) and whether it is a group.
+    /// Who a requester is: its ancestors (innermost first) and whether it is a group (or a
+    /// retry: a procedure that waits for descendants).
     struct Lineage: Sendable {
         var ancestors: [ObjectIdentifier] = []
         var isGroup = false
@@ -59,7 +61,7 @@ enum ExclusivityController {
         _ categories: Set<String>, for procedure: ProcedureOperation, grant: @escaping @Sendable () -> Void
     ) -> Bool {
         // Worked out before taking `lock`: it takes the locks of operations and queues.
-        let lineage = Lineage(ancestors: procedure.exclusivityAncestors, isGroup: procedure is GroupOperation)
+        let lineage = Lineage(ancestors: procedure.exclusivityAncestors, isGroup: procedure.waitsWithoutSlot)
         return request(categories, for: ObjectIdentifier(procedure), lineage: lineage, grant: grant)
     }
 

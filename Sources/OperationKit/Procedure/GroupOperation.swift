@@ -65,7 +65,7 @@ open class GroupOperation: ProcedureOperation, @unchecked Sendable {
         childQueue = ConcurrentOperationQueue(name: "\(name ?? "GroupOperation").children")
         childQueue.isSuspended = true
         super.init(name: name)
-        childQueue.owningGroup = self
+        childQueue.owningProcedure = self
         childQueue.eventHandlers = QueueEventHandlers(didFinish: { [weak self] child in
             self?.childDidFinish(child)
         })
@@ -270,14 +270,14 @@ open class GroupOperation: ProcedureOperation, @unchecked Sendable {
 }
 
 extension ProcedureOperation {
-    /// The groups this procedure runs in, innermost first: the group whose queue it is in, that
-    /// group's own group, and so on.
+    /// The procedures this procedure runs under, innermost first: the group (or retry) whose
+    /// child queue it is in, that group's own group, and so on.
     var exclusivityAncestors: [ObjectIdentifier] {
         var ancestors: [ObjectIdentifier] = []
         var queue = queueWhilePending
-        while let group = queue?.owningGroup {
-            ancestors.append(ObjectIdentifier(group))
-            queue = group.queueWhilePending
+        while let owner = queue?.owningProcedure {
+            ancestors.append(ObjectIdentifier(owner))
+            queue = owner.queueWhilePending
         }
         return ancestors
     }

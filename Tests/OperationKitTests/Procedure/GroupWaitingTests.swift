@@ -112,6 +112,58 @@ struct GroupWaitingTests {
         #expect(await queue.empties())
     }
 
+    @Test("issue 13 items 3 and 4: a retry's attempts share its category, and a waiting retry holds no slot")
+    func items3And4Retry() async throws {
+        let category = "issue13-retry"
+        let elsewhere = ConcurrentOperationQueue(name: "retry-elsewhere")
+        let queue = try ConcurrentOperationQueue(name: "retry-serial", maxConcurrentOperationCount: 1)
+        let p0 = ProcedureAwaitingFinish(name: "p0")
+        try p0.addCondition(MutuallyExclusive(category: category))
+        try elsewhere.addOperation(p0)
+        #expect(await p0.executing.opens())
+        let p1 = ClosureProcedure<Void>(name: "p1") {}
+        try p1.addCondition(MutuallyExclusive(category: category))
+        let attemptAsked = Latch()
+        let retry = RetryOperation<Int>(name: "retry", maxAttempts: 2) { attempt in
+            let procedure = ClosureProcedure<Int>(name: "attempt\(attempt)") {
+                if attempt == 1 { throw ProcedureTestError(attempt) }
+                return attempt
+            }
+            try? procedure.addCondition(MutuallyExclusive(category: category))
+            try? procedure.addCondition(ClosureCondition { _ in
+                attemptAsked.countDown()
+                return .satisfied
+            })
+            return procedure
+        }
+        try retry.addCondition(MutuallyExclusive(category: "\(category)-own"))
+        let holder = ClosureProcedure<Void>(name: "holder") {}
+        try holder.addCondition(MutuallyExclusive(category: "\(category)-own"))
+        // The retry takes the slot after p1 asked for the category; its attempt waits behind p1.
+        try queue.addOperations([p1, retry], waitUntilFinished: false)
+        #expect(await attemptAsked.opens())
+        p0.finish()
+        #expect(await p1.finishes())
+        #expect(await retry.finishes())
+        #expect(retry.output == 2)
+
+        // A retry holding a category its attempts also have.
+        let shared = RetryOperation<Int>(name: "shared", maxAttempts: 2) { attempt in
+            let procedure = ClosureProcedure<Int>(name: "shared\(attempt)") {
+                if attempt == 1 { throw ProcedureTestError(attempt) }
+                return attempt
+            }
+            try? procedure.addCondition(MutuallyExclusive(category: category))
+            return procedure
+        }
+        try shared.addCondition(MutuallyExclusive(category: category))
+        try queue.addOperation(shared)
+        #expect(await shared.finishes())
+        #expect(shared.output == 2)
+        try queue.addOperation(holder)
+        #expect(await holder.finishes())
+    }
+
     @Test("issue 13 item 7: a group resumed while its cancel runs does not stay suspended")
     func item7ResumeDuringCancel() async throws {
         let queue = ConcurrentOperationQueue(name: "item7-resume")
