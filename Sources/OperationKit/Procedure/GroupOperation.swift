@@ -133,7 +133,8 @@ open class GroupOperation: ProcedureOperation, @unchecked Sendable {
     /// error is thrown. Otherwise as ``addChild(_:)``.
     ///
     /// - Parameter operations: The children, in no queue.
-    /// - Throws: as ``addChild(_:)``, for the first operation refused; nothing was added then.
+    /// - Throws: as ``addChild(_:)``, for the first operation refused; nothing was added then
+    ///   (to a cancelled group the operations are cancelled first, so they stay cancelled).
     public func addChildren(_ operations: [ConcurrentOperation]) throws(OperationError) {
         // `activeAdds` keeps the group from closing meanwhile, and, once it is cancelled, its
         // queue suspended until the children being added have been cancelled.
