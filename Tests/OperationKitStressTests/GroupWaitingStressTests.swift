@@ -52,6 +52,22 @@ extension StressTests {
                     let competitor = try leaf("r\(round)c\(index)")
                     try queue.addOperations([competitor, top] + behind, waitUntilFinished: false)
                     all += [competitor, top] + behind
+                    if let group = top as? GroupOperation {
+                        // Item 7 at random: a late child and a cancel racing it, and a suspension
+                        // that a resume ends while the cancel may be running.
+                        let late = try leaf("r\(round)g\(index).late")
+                        all.append(late)
+                        let cancels = random.chance(40)
+                        let suspends = random.chance(30)
+                        if suspends { group.isSuspended = true }
+                        DispatchQueue.global().async {
+                            do { try group.addChild(late) } catch { late.cancel(); try? queues[0].addOperation(late) }
+                        }
+                        DispatchQueue.global().async {
+                            if cancels { group.cancel() }
+                            if suspends { group.isSuspended = false }
+                        }
+                    }
                 }
                 // Blocking, bounded waits, off the cooperative pool.
                 let operations = all
