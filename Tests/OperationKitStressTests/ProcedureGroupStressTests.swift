@@ -155,7 +155,7 @@ extension StressTests {
                     try procedure.addObserver(TracingObserver(trace: child.trace, clock: clock))
                     groupChildren.append(procedure)
                 }
-                let group = GroupOperation(name: "group\(groupIndex)", operations: groupChildren)
+                let group = try GroupOperation(name: "group\(groupIndex)", operations: groupChildren)
                 try group.setMaxConcurrentOperationCount(1 + random.below(4))
                 group.completionBlock = { record.tally.recordCompletion(clock) }
                 try group.addObserver(TracingObserver(trace: record.trace, clock: clock, willFinish: { _ in

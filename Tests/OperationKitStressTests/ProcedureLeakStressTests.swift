@@ -113,7 +113,7 @@ extension StressTests {
                         finishers.async { procedure.finish() }
                     })
                 }
-                let group = GroupOperation(name: "leakGroup\(index)", operations: children)
+                let group = try GroupOperation(name: "leakGroup\(index)", operations: children)
                 let token = CapturedToken()
                 references.add("group observer token", token)
                 try group.addObserver(ClosureObserver(didFinish: { _, _ in withExtendedLifetime(token) {} }))

@@ -612,7 +612,11 @@ open class ConcurrentOperation {
                     // underlying queue that all work must run on): run it on that global queue.
                     // The slot goes with it until it finishes.
                     slotHandoff.store(SlotHandoff.workerLeft, ordering: .releasing)
-                    DispatchQueue.global(qos: qos).async { CurrentQueue.with(queue) { self.performExecute() } }
+                    DispatchQueue.global(qos: qos).async {
+                        CurrentQueue.with(queue) { self.performExecute() }
+                        // A group now only waits for its children: its slot goes back to its queue.
+                        if self.waitsWithoutSlot && self.returnSlot() { queue.slotReturned() }
+                    }
                     return .slotHandedOver
                 }
                 performExecute()
@@ -628,8 +632,27 @@ open class ConcurrentOperation {
                 return .finishedOnWorker(newlyReady: deferred)
             }
             let previous = slotHandoff.exchange(SlotHandoff.workerLeft, ordering: .acquiringAndReleasing)
-            return previous == SlotHandoff.finished ? .keepSlot : .slotHandedOver
+            if previous == SlotHandoff.finished { return .keepSlot }
+            // Still executing. A group that now only waits for its children gives the slot back:
+            // the worker keeps it and takes the next ready operation (see "A group waiting for its
+            // children holds no slot" in Documentation/Semantics.md).
+            return waitsWithoutSlot && returnSlot() ? .keepSlot : .slotHandedOver
         }
+    }
+
+    /// Whether the operation, once its `execute()` has returned, only waits for work that runs
+    /// elsewhere (a group's children), and so gives its concurrency slot back to its queue
+    /// instead of holding it until it finishes. Read only when an operation is still executing
+    /// after `execute()` returned.
+    var waitsWithoutSlot: Bool { false }
+
+    /// Settles, once `execute()` has returned, that the operation no longer holds a slot: returns
+    /// `true` if the caller (who held the slot for it) keeps the slot, `false` if the operation
+    /// finished meanwhile and its finish already gave the slot back.
+    final func returnSlot() -> Bool {
+        slotHandoff.compareExchange(
+            expected: SlotHandoff.workerLeft, desired: SlotHandoff.slotReturned, ordering: .acquiringAndReleasing
+        ).exchanged
     }
 }
 
@@ -648,6 +671,8 @@ enum SlotHandoff {
     static let workerHolds: UInt8 = 0
     static let finished: UInt8 = 1
     static let workerLeft: UInt8 = 2
+    /// Still executing, but holding no slot (`waitsWithoutSlot`): its finish releases none.
+    static let slotReturned: UInt8 = 3
 }
 
 /// The bits of `ConcurrentOperation.lifeFlags`. A dependent registers (under the graph lock) only

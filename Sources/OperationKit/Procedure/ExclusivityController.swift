@@ -1,39 +1,83 @@
-/// The process-wide register of ``MutuallyExclusive`` categories: which procedure holds each, and
+/// The process-wide register of ``MutuallyExclusive`` categories: which procedures hold each, and
 /// who waits.
 ///
 /// A procedure asks for all its categories at once, after its dependencies finished and its
-/// conditions were satisfied, and holds them until it has finished. Requests are granted in the
-/// order they were made: a request waits while any of its categories is held, or is wanted by an
-/// earlier waiting request (so a procedure with many categories is not starved by a stream of
-/// procedures with one). Since a waiting procedure holds nothing, and a holder waits for nothing
-/// but a slot in its queue, procedures cannot deadlock over categories — unless a holder's own
-/// work waits for another procedure of one of its categories (a ``GroupOperation`` whose child
-/// shares the group's category never finishes).
+/// conditions were satisfied, and holds them until it has finished.
+///
+/// **A hold covers the holder's subtree.** The descendants of a ``GroupOperation`` (its children,
+/// their produced operations, the children of nested groups: every operation whose queue is,
+/// directly or through other groups, the child queue of the group; likewise a ``RetryOperation``'s
+/// attempts) may take a category the group
+/// holds: each category has a stack of holders, and a request may take a category that is free
+/// or whose top holder is one of the requester's ancestors; the requester is then pushed on the
+/// stack, and its release pops the category back to the ancestor. So descendants still exclude
+/// each other, under the group's hold.
+///
+/// Requests are granted in the order they were made: a request also waits while one of its
+/// categories is wanted by an earlier waiting request that is a *contender* — one that waits only
+/// for earlier requests or for holders that are not groups (so a procedure with many categories
+/// is not starved by a stream of procedures with one). A request waiting for a category held by a
+/// group outside its ancestors is not a contender: the group may be waiting for a descendant that
+/// wants the category, and that descendant must not queue behind the request.
+///
+/// A waiting procedure holds nothing, a holder that is not a group waits for nothing but its own
+/// work, and a group waits for its descendants, which may take its categories; a procedure that
+/// waits for a queue's concurrency slot leaves no category waiting on it for long, since a group
+/// waiting for its children holds no slot. So procedures do not deadlock over categories —
+/// unless two holders each wait for the other's category: a descendant of group A wanting a
+/// category of group B while a descendant of B wants one of A (as with two nested locks taken in
+/// opposite orders), or a holder's own work waiting for another procedure of its category.
 enum ExclusivityController {
     private struct Request {
         let owner: ObjectIdentifier
+        let lineage: Lineage
         let categories: Set<String>
         let grant: @Sendable () -> Void
     }
 
+    /// Who a requester is: its ancestors (innermost first) and whether it is a group (or a
+    /// retry: a procedure that waits for descendants).
+    struct Lineage: Sendable {
+        var ancestors: [ObjectIdentifier] = []
+        var isGroup = false
+    }
+
+    private struct Holder {
+        let owner: ObjectIdentifier
+        let isGroup: Bool
+    }
+
     private static let lock = Lock()
-    // protected by lock
-    nonisolated(unsafe) private static var holders: [String: ObjectIdentifier] = [:]
+    // protected by lock: per category, its holders, outermost first
+    nonisolated(unsafe) private static var holders: [String: [Holder]] = [:]
     // protected by lock
     nonisolated(unsafe) private static var waiting: [Request] = []
 
-    /// Takes `categories` for `owner` now and returns `true`, or queues the request and returns
-    /// `false`; `grant` is then called once, later, without any lock held, on the thread whose
-    /// `release` (or `withdraw` of an earlier request) let the request through — unless the
+    /// Takes `categories` for `procedure` now and returns `true`, or queues the request and
+    /// returns `false`; `grant` is then called once, later, without any lock held, on the thread
+    /// whose `release` (or `withdraw` of an earlier request) let the request through — unless the
     /// request is withdrawn first.
-    static func request(_ categories: Set<String>, for owner: ObjectIdentifier, grant: @escaping @Sendable () -> Void) -> Bool {
+    static func request(
+        _ categories: Set<String>, for procedure: ProcedureOperation, grant: @escaping @Sendable () -> Void
+    ) -> Bool {
+        // Worked out before taking `lock`: it takes the locks of operations and queues.
+        let lineage = Lineage(ancestors: procedure.exclusivityAncestors, isGroup: procedure.waitsWithoutSlot)
+        return request(categories, for: ObjectIdentifier(procedure), lineage: lineage, grant: grant)
+    }
+
+    static func request(
+        _ categories: Set<String>, for owner: ObjectIdentifier, lineage: Lineage,
+        grant: @escaping @Sendable () -> Void
+    ) -> Bool {
         lock.withLock {
-            let blocked = waiting.reduce(into: Set<String>()) { $0.formUnion($1.categories) }
-            if categories.allSatisfy({ holders[$0] == nil }) && categories.isDisjoint(with: blocked) {
-                for category in categories { holders[category] = owner }
+            let request = Request(owner: owner, lineage: lineage, categories: categories, grant: grant)
+            var blocked = Set<String>()
+            for earlier in waiting where isContenderLocked(earlier) { blocked.formUnion(earlier.categories) }
+            if isFreeLocked(request) && categories.isDisjoint(with: blocked) {
+                takeLocked(request)
                 return true
             }
-            waiting.append(Request(owner: owner, categories: categories, grant: grant))
+            waiting.append(request)
             return false
         }
     }
@@ -50,29 +94,56 @@ enum ExclusivityController {
         return withdrawn
     }
 
-    /// Gives back every category `owner` holds and grants the requests that can now proceed.
+    /// Gives back every category `owner` holds (each falls back to the holder below it, if any)
+    /// and grants the requests that can now proceed.
     static func release(_ owner: ObjectIdentifier) {
         let granted = lock.withLock { () -> [@Sendable () -> Void] in
-            holders = holders.filter { $0.value != owner }
+            for (category, stack) in holders where stack.contains(where: { $0.owner == owner }) {
+                let rest = stack.filter { $0.owner != owner }
+                holders[category] = rest.isEmpty ? nil : rest
+            }
             return grantLocked()
         }
         for grant in granted { grant() }
     }
 
+    /// Under `lock`: whether each category of `request` is free or held (on top) by an ancestor.
+    private static func isFreeLocked(_ request: Request) -> Bool {
+        request.categories.allSatisfy { category in
+            guard let top = holders[category]?.last else { return true }
+            return request.lineage.ancestors.contains(top.owner)
+        }
+    }
+
+    /// Under `lock`: whether a waiting request holds back later requests for its categories: it
+    /// waits for nothing but earlier requests and holders that are not groups.
+    private static func isContenderLocked(_ request: Request) -> Bool {
+        request.categories.allSatisfy { category in
+            guard let top = holders[category]?.last else { return true }
+            return !top.isGroup || request.lineage.ancestors.contains(top.owner)
+        }
+    }
+
+    private static func takeLocked(_ request: Request) {
+        for category in request.categories {
+            holders[category, default: []].append(Holder(owner: request.owner, isGroup: request.lineage.isGroup))
+        }
+    }
+
     /// Under `lock`: grants waiting requests in order, each unless one of its categories is held
-    /// or wanted by an earlier request still waiting.
+    /// by a procedure that is not its ancestor, or wanted by an earlier contender still waiting.
     private static func grantLocked() -> [@Sendable () -> Void] {
         var granted: [@Sendable () -> Void] = []
         var blocked = Set<String>()
         var index = 0
         while index < waiting.count {
             let request = waiting[index]
-            if request.categories.allSatisfy({ holders[$0] == nil }) && request.categories.isDisjoint(with: blocked) {
-                for category in request.categories { holders[category] = request.owner }
+            if isFreeLocked(request) && request.categories.isDisjoint(with: blocked) {
+                takeLocked(request)
                 granted.append(request.grant)
                 waiting.remove(at: index)
             } else {
-                blocked.formUnion(request.categories)
+                if isContenderLocked(request) { blocked.formUnion(request.categories) }
                 index += 1
             }
         }

@@ -2,7 +2,7 @@
 /// every operation they produced — have finished, with the errors of the child procedures.
 ///
 /// ```swift
-/// let sync = GroupOperation(name: "sync", operations: [fetchContacts, fetchCalendars])
+/// let sync = try GroupOperation(name: "sync", operations: [fetchContacts, fetchCalendars])
 /// try sync.setMaxConcurrentOperationCount(1)
 /// try queue.addOperation(sync)
 /// ```
@@ -19,8 +19,12 @@
 ///   cancelled children finish (their completion blocks run) and then finishes without
 ///   executing — unless it ``isSuspended``: then its children, and so the group, wait until it is
 ///   resumed.
-/// - A group must not hold a ``MutuallyExclusive`` category that one of its children also needs:
-///   the child would wait for the group, and the group for the child.
+/// - A group that holds a ``MutuallyExclusive`` category shares it with its descendants (its
+///   children, what they produce, the children of nested groups): they may take it while the
+///   group holds it, and still exclude each other.
+/// - Once its ``execute()`` has returned, a group that only waits for its children holds no
+///   concurrency slot of its queue: the queue runs other operations meanwhile (a serial queue
+///   too); the children are limited by the group's own ``maxConcurrentOperationCount``.
 ///
 /// Subclasses that override ``execute()``, ``procedureDidCancel(with:)`` or
 /// ``procedureWillFinish(with:)`` must call `super`.
@@ -43,6 +47,8 @@ open class GroupOperation: ProcedureOperation, @unchecked Sendable {
     private var cancelled = false
     // protected by childLock: `addChild` calls adding a child now
     private var activeAdds = 0
+    // protected by childLock: `procedureDidCancel` calls cancelling the children now
+    private var cancelsRunning = 0
     // protected by childLock: a check for "all children finished" that waits for those adds
     private var recheckAfterAdds: (@Sendable () -> Void)?
 
@@ -50,17 +56,20 @@ open class GroupOperation: ProcedureOperation, @unchecked Sendable {
     ///
     /// - Parameters:
     ///   - name: A name for logs and errors; the group's queue is named after it.
-    ///   - operations: The first children; more can be added with ``addChild(_:)``. An operation
-    ///     the group's queue refuses (one already in a queue, started or finished) is left out
-    ///     without an error: add such operations with ``addChild(_:)`` to see the error.
-    public init(name: String? = nil, operations: [ConcurrentOperation] = []) {
+    ///   - operations: The first children; more can be added with ``addChild(_:)``.
+    /// - Throws: what the group queue's
+    ///   ``ConcurrentOperationQueue/addOperations(_:waitUntilFinished:)`` throws for the batch (an
+    ///   operation in a queue, started or finished, listed twice, or closing a dependency cycle).
+    ///   The group takes all the operations or none.
+    public init(name: String? = nil, operations: [ConcurrentOperation] = []) throws(OperationError) {
         childQueue = ConcurrentOperationQueue(name: "\(name ?? "GroupOperation").children")
         childQueue.isSuspended = true
         super.init(name: name)
+        childQueue.owningProcedure = self
         childQueue.eventHandlers = QueueEventHandlers(didFinish: { [weak self] child in
             self?.childDidFinish(child)
         })
-        for operation in operations { try? addChild(operation) }
+        if !operations.isEmpty { try childQueue.addOperations(operations, waitUntilFinished: false) }
     }
 
     /// The children the group's queue still holds, in the order they were added: those that have
@@ -89,56 +98,78 @@ open class GroupOperation: ProcedureOperation, @unchecked Sendable {
         set {
             childLock.withLock {
                 userSuspended = newValue
-                childQueue.isSuspended = newValue || !started
+                applySuspensionLocked()
             }
         }
     }
 
+    /// Under `childLock`: suspends or resumes the group's queue from the group's state now (never
+    /// from a snapshot, so that a cancel and a suspend or resume compose in any order). Held back
+    /// while the group has not executed, while the group suspends it, while a cancel is cancelling
+    /// the children, and while a cancelled group still has children being added (they are
+    /// cancelled before they can start).
+    private func applySuspensionLocked() {
+        childQueue.isSuspended = userSuspended || !started || cancelsRunning > 0 || (cancelled && activeAdds > 0)
+    }
+
     /// Adds a child. It runs on the group's queue once the group executes (at once, if it is
     /// executing). Call it from any thread, including a child's work; the group then waits for
-    /// the new child too. A child added to a cancelled group is cancelled.
+    /// the new child too. A child added to a cancelled group — also one added while the group is
+    /// being cancelled — is cancelled, and so never runs: it finishes without executing.
     ///
-    /// The group holds an internal lock during this call, also while it cancels the child and
-    /// while the queue asks the child's conditions for their dependencies: the child's did-cancel
-    /// hook and observers, and its conditions' ``OperationCondition/dependency(for:)``, run under
-    /// it, and must not wait for another thread adding a child to this group.
+    /// No lock is held while the child is cancelled or added; its did-cancel hook and observers,
+    /// and its conditions' ``OperationCondition/dependency(for:)``, may add children to the group.
     ///
     /// - Parameter operation: The child, in no queue.
     /// - Throws: ``OperationError/Code-swift.struct/alreadyFinished`` if the group has finished or
     ///   is finishing; or what the group queue's `addOperation` throws (the operation is in a
     ///   queue, has started or has finished, or closes a dependency cycle).
     public func addChild(_ operation: ConcurrentOperation) throws(OperationError) {
-        // No lock is held while the child is cancelled or added (that runs its observers and its
-        // conditions' `dependency(for:)`); `activeAdds` keeps the group from closing meanwhile.
+        try addChildren([operation])
+    }
+
+    /// Adds children in one step, all or none: if the group's queue refuses one of them (see
+    /// ``ConcurrentOperationQueue/addOperations(_:waitUntilFinished:)``), none is added and its
+    /// error is thrown. Otherwise as ``addChild(_:)``.
+    ///
+    /// - Parameter operations: The children, in no queue.
+    /// - Throws: as ``addChild(_:)``, for the first operation refused; nothing was added then
+    ///   (to a cancelled group the operations are cancelled first, so they stay cancelled).
+    public func addChildren(_ operations: [ConcurrentOperation]) throws(OperationError) {
+        // `activeAdds` keeps the group from closing meanwhile, and, once it is cancelled, its
+        // queue suspended until the children being added have been cancelled.
         let cancelIt = childLock.withLock { () -> Bool? in
             if closed { return nil }
             activeAdds += 1
             return cancelled
         }
         guard let cancelIt else {
-            throw OperationError(.alreadyFinished, operations: [displayName, operation.displayName],
+            throw OperationError(.alreadyFinished, operations: [displayName] + operations.map(\.displayName),
                                  "the group has finished; it takes no more children")
         }
         // A child of a cancelled group is cancelled: it finishes without running.
-        if cancelIt { operation.cancel() }
+        if cancelIt { for operation in operations { operation.cancel() } }
         var failure: OperationError?
         do {
-            try childQueue.addOperation(operation)
+            if !operations.isEmpty { try childQueue.addOperations(operations, waitUntilFinished: false) }
         } catch {
             failure = error
         }
+        // A cancel of the group that ran during the add may have missed these children (they
+        // were not in its queue yet); the queue stays suspended (`applySuspensionLocked`) until
+        // they are cancelled here.
+        if failure == nil && !cancelIt && childLock.withLock({ cancelled }) {
+            for operation in operations { operation.cancel() }
+        }
         let recheck = childLock.withLock { () -> (@Sendable () -> Void)? in
             activeAdds -= 1
+            applySuspensionLocked()
             guard activeAdds == 0, let recheck = recheckAfterAdds else { return nil }
             recheckAfterAdds = nil
             return recheck
         }
         recheck?()
         if let failure { throw failure }
-    }
-
-    public func addChildren(_ operations: [ConcurrentOperation]) throws(OperationError) {
-        for operation in operations { try addChild(operation) }
     }
 
     /// The errors of the child procedures that have finished so far, in the order they finished.
@@ -155,7 +186,7 @@ open class GroupOperation: ProcedureOperation, @unchecked Sendable {
     open override func execute() {
         childLock.withLock {
             started = true
-            childQueue.isSuspended = userSuspended
+            applySuspensionLocked()
         }
         whenChildrenFinish { [self] in
             finish(withErrors: childLock.withLock { childErrors })
@@ -192,17 +223,25 @@ open class GroupOperation: ProcedureOperation, @unchecked Sendable {
     open override func procedureDidCancel(with error: (any Error)?) {
         // Held back while the children are cancelled: otherwise a cancelled child that finishes
         // at once frees a slot, and a child not cancelled yet may start (and finish) meanwhile.
-        let resumeTo = childLock.withLock { () -> Bool in
+        childLock.withLock {
             cancelled = true
             // Not started: the cancelled children finish (their completion blocks run); the
             // group finishes without executing once they have (see `finishWithoutExecuting`).
             started = true
-            childQueue.isSuspended = true
-            return userSuspended
+            cancelsRunning += 1
+            applySuspensionLocked()
         }
         childQueue.cancelAllOperations()
-        childLock.withLock { childQueue.isSuspended = resumeTo || userSuspended }
+        // The suspension the group has now: a child's did-cancel observer may have suspended or
+        // resumed the group meanwhile.
+        childLock.withLock {
+            cancelsRunning -= 1
+            applySuspensionLocked()
+        }
     }
+
+    /// A group whose `execute()` has returned only waits for its children: it gives its slot back.
+    override var waitsWithoutSlot: Bool { true }
 
     /// Stops the group from taking more children. Overrides must call `super`.
     ///
@@ -228,5 +267,19 @@ open class GroupOperation: ProcedureOperation, @unchecked Sendable {
 
     private func finishCancelledAtStartAsProcedure() {
         super.finishCancelledAtStart()
+    }
+}
+
+extension ProcedureOperation {
+    /// The procedures this procedure runs under, innermost first: the group (or retry) whose
+    /// child queue it is in, that group's own group, and so on.
+    var exclusivityAncestors: [ObjectIdentifier] {
+        var ancestors: [ObjectIdentifier] = []
+        var queue = queueWhilePending
+        while let owner = queue?.owningProcedure {
+            ancestors.append(ObjectIdentifier(owner))
+            queue = owner.queueWhilePending
+        }
+        return ancestors
     }
 }

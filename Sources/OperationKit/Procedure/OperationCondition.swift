@@ -387,9 +387,12 @@ public struct AnyCondition: OperationCondition {
 /// block, before its did-finish observers). Procedures waiting for a category get it in the order
 /// they asked; a waiting procedure holds no category and no concurrency slot, and its state stays
 /// ``ProcedureState/ready``. Cancelling it withdraws its request. So exclusive procedures that
-/// also depend on each other cannot deadlock — but a procedure must not wait, while it holds a
-/// category, for another procedure of the same category: a ``GroupOperation`` whose child shares
-/// the group's category never finishes.
+/// also depend on each other cannot deadlock.
+///
+/// A hold covers the holder's subtree: the descendants of a ``GroupOperation`` that holds a
+/// category (its children, what they produce, the children of nested groups) may take the
+/// category under the group's hold, and still exclude each other. A procedure must not wait,
+/// while it holds a category, for a procedure outside its subtree that needs the category.
 ///
 /// ```swift
 /// try showAlert.addCondition(MutuallyExclusive(category: "alert"))

@@ -371,7 +371,7 @@ extension ProcedureOperation {
             if !categories.isEmpty && !isCancelled {
                 let owner = ObjectIdentifier(self)
                 machine.lock.withLock { exclusivityRequested = true }
-                let granted = ExclusivityController.request(categories, for: owner) {
+                let granted = ExclusivityController.request(categories, for: self) {
                     self.machine.lock.withLock { self.holdsExclusivity = true }
                     queue.requeue(self)
                 }

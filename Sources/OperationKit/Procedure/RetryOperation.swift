@@ -10,7 +10,9 @@ import Dispatch
 /// ```
 ///
 /// The retry goes through one lifecycle (one will-execute, one did-finish), however many attempts
-/// it takes. The attempts run one at a time, on a queue of the retry's own.
+/// it takes. The attempts run one at a time, on a queue of the retry's own. Attempts are
+/// descendants of the retry: they may take its ``MutuallyExclusive`` categories; and once its
+/// `execute()` has returned, the retry holds no concurrency slot of its queue.
 ///
 /// - An attempt that finishes without errors and is not cancelled ends the retry with its value
 ///   (``ResultProcedure/output``), or without one.
@@ -24,7 +26,8 @@ import Dispatch
 ///   finishes at once.
 public final class RetryOperation<Output: Sendable>: ResultProcedure<Output>, @unchecked Sendable {
     /// How long to wait before the next attempt. The wait runs on a timer and holds no thread
-    /// (the retry, still executing, keeps its place in its queue's concurrency limit).
+    /// and no concurrency slot (like a group waiting for its children, a retry whose `execute()`
+    /// has returned holds no slot of its queue).
     public enum WaitStrategy: Sendable, Hashable {
         /// Retry at once, on the thread that finished the failed attempt.
         case immediate
@@ -100,6 +103,8 @@ public final class RetryOperation<Output: Sendable>: ResultProcedure<Output>, @u
         self.makeAttempt = makeAttempt
         attemptQueue = ConcurrentOperationQueue(name: "\(name ?? "RetryOperation").attempts")
         super.init(name: name)
+        // Attempts are descendants of the retry: they may take its MutuallyExclusive categories.
+        attemptQueue.owningProcedure = self
         hookEvents = .didCancel  // the only hook it overrides (the class is final)
     }
 
@@ -110,6 +115,9 @@ public final class RetryOperation<Output: Sendable>: ResultProcedure<Output>, @u
     public override func execute() {
         startAttempt(1)
     }
+
+    /// A retry whose `execute()` has returned only waits for its attempts: it gives its slot back.
+    override var waitsWithoutSlot: Bool { true }
 
     private func startAttempt(_ number: Int) {
         if isCancelled {

@@ -140,11 +140,13 @@ extension ConcurrentOperationQueue {
             // Documentation/Architecture.md). Exchanged before taking the lock, the worker could
             // look first, find nothing and leave, while `returningWorkers` below still counted
             // it: a dependent in the ready list with no worker coming for it.
-            let releasesSlot = operation.slotHandoff.exchange(SlotHandoff.finished, ordering: .acquiringAndReleasing)
-                == SlotHandoff.workerLeft
-            // A worker that still holds its slot for this operation will take one entry itself.
+            let handoff = operation.slotHandoff.exchange(SlotHandoff.finished, ordering: .acquiringAndReleasing)
+            let releasesSlot = handoff == SlotHandoff.workerLeft
+            // A worker that still holds its slot for this operation will take one entry itself;
+            // an operation that gave its slot back (`slotReturned`) has neither slot nor worker.
+            let workerComing = handoff == SlotHandoff.workerHolds
             return removeLocked(
-                operation, releasesSlot: releasesSlot, newlyReady: newlyReady, returningWorkers: releasesSlot ? 0 : 1)
+                operation, releasesSlot: releasesSlot, newlyReady: newlyReady, returningWorkers: workerComing ? 1 : 0)
         }
         apply(effects, finished: operation)
     }
@@ -163,6 +165,17 @@ extension ConcurrentOperationQueue {
         }
         apply(effects, finished: operation)
         return next
+    }
+
+    /// An operation still executing gave back the slot a worker had left it (a group that only
+    /// waits for its children, see `ConcurrentOperation.waitsWithoutSlot`): free it, or use it
+    /// for a ready operation.
+    func slotReturned() {
+        let spawn = lock.withLock {
+            activeSlots -= 1
+            return reserveWorkers()
+        }
+        startWorkers(spawn)
     }
 
     /// Hands `operation`, taken from the ready list with a slot, and the slot to a new worker.

@@ -62,6 +62,11 @@ public final class ConcurrentOperationQueue {
     var _eventStreams: QueueEventStreams?
     /// Whether a delegate or event handlers are set: read without the lock on every add and finish.
     let hasListeners = Atomic<Bool>(false)
+    /// The procedure whose children this queue runs, if it is a ``GroupOperation``'s queue (or a
+    /// ``RetryOperation``'s attempt queue): the link from a child to its ancestors (see
+    /// `ExclusivityController`). Set once, by the owner's initialiser, before the queue holds any
+    /// operation; weak, since the owner owns the queue.
+    weak var owningProcedure: ProcedureOperation?
 
     /// Creates a queue.
     ///

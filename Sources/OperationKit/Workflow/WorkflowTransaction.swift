@@ -239,6 +239,8 @@ struct WorkflowTransaction {
         // New runs are added before the ended ones' operations finish, so the workflow's queue is
         // never empty in the middle of a workflow.
         for case .startRun(let operation) in effects {
+            // Cannot be refused: the run operation was just made, is in no queue and nothing
+            // depends on it, so it closes no cycle (the workflow orders its tasks itself).
             try? workflow.queue.addOperation(operation)
         }
         for case .endRun(let operation) in effects {

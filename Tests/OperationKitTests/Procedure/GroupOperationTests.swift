@@ -17,7 +17,7 @@ struct GroupOperationTests {
             do { try procedure.produce(produced) } catch { order.record("produce failed: \(error)") }
             procedure.finish()
         })
-        let group = GroupOperation(name: "J77", operations: [plain, producer])
+        let group = try GroupOperation(name: "J77", operations: [plain, producer])
         group.completionBlock = { order.record("group") }
         try queue.addOperation(group)
         #expect(await producer.finishes())
@@ -36,7 +36,7 @@ struct GroupOperationTests {
     @Test("J77 the group's errors are its children's errors")
     func collectsChildErrors() async throws {
         let queue = ConcurrentOperationQueue(name: "J77-errors")
-        let group = GroupOperation(name: "errors", operations: [
+        let group = try GroupOperation(name: "errors", operations: [
             ClosureProcedure<Void>(name: "ok") {},
             ClosureProcedure<Void>(name: "one") { throw ProcedureTestError(1) },
             ClosureProcedure<Void>(name: "two", asynchronous: {
@@ -65,7 +65,7 @@ struct GroupOperationTests {
                 }
             })
         }
-        let group = GroupOperation(name: "serial", operations: children)
+        let group = try GroupOperation(name: "serial", operations: children)
         try group.setMaxConcurrentOperationCount(1)
         #expect(group.maxConcurrentOperationCount == 1)
         let refused = caughtOperationError { try group.setMaxConcurrentOperationCount(0) }
@@ -80,7 +80,7 @@ struct GroupOperationTests {
     func childrenWaitForTheGroup() async throws {
         let queue = suspendedProcedureQueue("children-wait")
         let ran = AtomicCounter()
-        let group = GroupOperation(name: "waiting", operations: [ClosureOperation { ran.increment() }])
+        let group = try GroupOperation(name: "waiting", operations: [ClosureOperation { ran.increment() }])
         try group.addChild(ClosureOperation { ran.increment() })
         try queue.addOperation(group)
         #expect(group.children.count == 2)
@@ -94,7 +94,7 @@ struct GroupOperationTests {
     func addChildLateAndAfterFinish() async throws {
         let queue = ConcurrentOperationQueue(name: "add-child")
         let late = ProcedureAwaitingFinish(name: "late")
-        let group = GroupOperation(name: "add-child")
+        let group = try GroupOperation(name: "add-child")
         let first = ClosureProcedure<Void>(name: "first", asynchronous: { procedure in
             do { try group.addChild(late) } catch { procedure.finish(with: error); return }
             procedure.finish()
@@ -123,7 +123,7 @@ struct GroupOperationTests {
             ClosureProcedure<Void>(name: "c") { ran.increment() },
         ]
         for child in children { child.completionBlock = { completions.countDown() } }
-        let group = GroupOperation(name: "C34", operations: children)
+        let group = try GroupOperation(name: "C34", operations: children)
         let log = ProcedureEventLog()
         try group.addObserver(log.observer)
         try queue.addOperation(group)
@@ -142,7 +142,7 @@ struct GroupOperationTests {
         let queue = ConcurrentOperationQueue(name: "cancel-executing")
         let running = ProcedureAwaitingFinish(name: "running", finishesWhenTold: true)
         let waiting = ProcedureCountingHooks(name: "waiting")
-        let group = GroupOperation(name: "cancel-executing", operations: [running, waiting])
+        let group = try GroupOperation(name: "cancel-executing", operations: [running, waiting])
         try group.setMaxConcurrentOperationCount(1)
         try queue.addOperation(group)
         #expect(await running.executing.opens())
@@ -158,7 +158,7 @@ struct GroupOperationTests {
     func suspendedGroup() async throws {
         let queue = ConcurrentOperationQueue(name: "suspended-group")
         let ran = AtomicCounter()
-        let group = GroupOperation(name: "suspended", operations: [ClosureOperation { ran.increment() }])
+        let group = try GroupOperation(name: "suspended", operations: [ClosureOperation { ran.increment() }])
         group.isSuspended = true
         #expect(group.isSuspended)
         let executed = Latch()
@@ -175,7 +175,7 @@ struct GroupOperationTests {
     @Test("an empty group finishes at once when it executes")
     func emptyGroup() async throws {
         let queue = ConcurrentOperationQueue(name: "empty-group")
-        let group = GroupOperation(name: "empty")
+        let group = try GroupOperation(name: "empty")
         try queue.addOperation(group)
         #expect(await group.finishes())
         #expect(group.errors.isEmpty && !group.isCancelled)

@@ -17,7 +17,7 @@ struct ProcedureDependencyConditionTests {
 
         var testDescription: String { rawValue }
 
-        func make() -> ConcurrentOperation {
+        func make() throws -> ConcurrentOperation {
             switch self {
             case .succeeded:
                 return ClosureProcedure<Void>(name: rawValue) {}
@@ -36,7 +36,7 @@ struct ProcedureDependencyConditionTests {
                 operation.cancel()
                 return operation
             case .groupWithFailedChild:
-                return GroupOperation(name: rawValue, operations: [
+                return try GroupOperation(name: rawValue, operations: [
                     ClosureProcedure<Void>(name: "ok-child") {},
                     ClosureProcedure<Void>(name: "failed-child") { throw ProcedureTestError(3) },
                 ])
@@ -50,7 +50,7 @@ struct ProcedureDependencyConditionTests {
         let queue = ConcurrentOperationQueue(name: "dependency-conditions")
         let procedure = ProcedureCountingHooks(name: "dependent")
         try procedure.addCondition(condition)
-        let operations = dependencies.map { $0.make() }
+        let operations = try dependencies.map { try $0.make() }
         for operation in operations { try procedure.addDependency(operation) }
         try queue.addOperations(operations + [procedure], waitUntilFinished: false)
         #expect(await procedure.finished.opens())
@@ -132,7 +132,7 @@ struct ProcedureDependencyConditionTests {
         let second = ProcedureCountingHooks(name: "second")
         try second.addCondition(NoCancelledDependencies())
         try second.addDependency(first)
-        let group = GroupOperation(name: "D38-group", operations: [first, second])
+        let group = try GroupOperation(name: "D38-group", operations: [first, second])
         try queue.addOperation(group)
         #expect(await first.executing.opens())
         first.cancel()
