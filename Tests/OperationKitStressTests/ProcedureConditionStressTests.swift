@@ -23,7 +23,6 @@ extension StressTests {
         final class Log: @unchecked Sendable {  // every field is confined to `lock` (a serial queue)
             private let lock = NSLockish()
             private var evaluatedBeforeDependencyFinished = 0
-            private var startedAfterDecision = 0
             private var decided = false
             private var evaluations = 0
 
@@ -31,7 +30,11 @@ extension StressTests {
                 lock.withLock {
                     evaluations += 1
                     if !dependencyFinished { evaluatedBeforeDependencyFinished += 1 }
-                    if decided { startedAfterDecision += 1 }
+                    // Not checked here: a condition the evaluation marked as started just before
+                    // another's failure arrived on another thread may call `evaluate` after that
+                    // answer was logged, which this log cannot tell from a late start. The unit
+                    // test "issue 13 item 5: conditions start in the order they were added as each becomes evaluable; none after a failure" checks it deterministically.
+                    _ = decided
                 }
             }
 
@@ -44,7 +47,6 @@ extension StressTests {
                 lock.withLock {
                     var found: [String] = []
                     if evaluatedBeforeDependencyFinished > 0 { found.append("evaluated before its dependency finished") }
-                    if startedAfterDecision > 0 { found.append("started after a failure") }
                     return found.isEmpty ? nil : found.joined(separator: ", ")
                 }
             }

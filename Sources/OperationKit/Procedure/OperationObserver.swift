@@ -273,8 +273,11 @@ public struct ClosureObserver: OperationObserver {
 ///   finishes itself — or at once, if ``ProcedureOperation/finishesWhenCancelled`` is set. Work
 ///   that never finishes then never ends.
 ///
-/// Does nothing if the procedure finished or was cancelled first, or if it never executes. The
-/// timer holds the procedure weakly.
+/// With ``Action/cancelAndFinish``, a procedure cancelled before the timeout expired (by
+/// ``ProcedureOperation/cancel()`` or its group) that is still executing on expiry is finished
+/// then with the `timedOut` error: a cancel does not keep a lost reply from ending. Nothing
+/// happens if the procedure finished first, if it never executes, or — with
+/// ``Action/cancelOnly`` — if it was cancelled first. The timer holds the procedure weakly.
 ///
 /// ```swift
 /// try download.addObserver(TimeoutObserver(timeout: .seconds(30)))
@@ -320,20 +323,23 @@ public struct TimeoutObserver: OperationObserver {
     public func willExecute(_ procedure: ProcedureOperation) {
         let (timeout, action) = (self.timeout, self.action)
         DispatchQueue.global().asyncAfter(deadline: .now() + timeout.dispatchInterval) { [weak procedure] in
-            guard let procedure, !procedure.isFinished, !procedure.isCancelled else { return }
+            guard let procedure, !procedure.isFinished else { return }
             procedure.timedOut(after: timeout, finishing: action == .cancelAndFinish)
         }
     }
 }
 
 extension ProcedureOperation {
-    /// A ``TimeoutObserver``'s timer expired: cancel with `timedOut` and, if `finishing`, finish —
-    /// unless a cancel or a finish came first (then nothing happens).
+    /// A ``TimeoutObserver``'s timer expired: cancel with `timedOut` (unless a cancel came first)
+    /// and, if `finishing`, finish if it still executes — with the `timedOut` error, which the
+    /// cancel put in its `errors` or, cancelled earlier, the finish does.
     func timedOut(after timeout: Duration, finishing: Bool) {
         let error = OperationError(.timedOut, operations: [displayName], "did not finish within \(timeout)")
-        guard cancelCounting(with: error), finishing else { return }
+        let cancelledNow = cancelCounting(with: error)
+        guard finishing else { return }
         // Still executing after its did-cancel hook and observers (which may have finished it):
-        // finish it now. Its `errors` already hold the `timedOut` error, from the cancel.
-        if machine.lock.withLock({ procedureLifecycle.state == .executing }) { finish() }
+        // finish it now.
+        guard machine.lock.withLock({ procedureLifecycle.state == .executing }) else { return }
+        if cancelledNow { finish() } else { _ = finish(with: error) }
     }
 }

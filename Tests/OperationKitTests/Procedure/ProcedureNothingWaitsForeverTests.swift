@@ -145,6 +145,20 @@ struct ProcedureNothingWaitsForeverTests {
         if !procedure.isFinished { procedure.finish() }
     }
 
+    @Test("issue 13 item 6: a TimeoutObserver ends callback work that never calls back, also when it was cancelled first (fuzz seed 17)")
+    func timeoutEndsCancelledCallbackWork() async throws {
+        let queue = ConcurrentOperationQueue(name: "item6-cancelled")
+        // Told it was cancelled, the work still never finishes (its callback is lost).
+        let procedure = ProcedureAwaitingFinish(name: "lost-reply, cancelled")
+        try procedure.addObserver(TimeoutObserver(timeout: .milliseconds(20)))
+        try queue.addOperation(procedure)
+        #expect(await waitingOffThePool { procedure.executing.wait(timeout: Self.bound) })
+        procedure.cancel()
+        #expect(await procedure.finishes(within: Self.bound), "a cancel before the timeout kept the timeout from ending it")
+        #expect(errorCodes(procedure.errors) == [.timedOut])
+        #expect(await queue.empties(within: Self.bound))
+    }
+
     @Test("issue 13 item 6: TimeoutObserver with .cancelOnly only cancels; the work finishes itself")
     func timeoutCancelOnly() async throws {
         let queue = ConcurrentOperationQueue(name: "item6-cancel-only")
