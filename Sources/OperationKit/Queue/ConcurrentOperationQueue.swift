@@ -179,10 +179,10 @@ public final class ConcurrentOperationQueue {
     public func addOperation(_ operation: ConcurrentOperation) throws(OperationError) {
         notifyDelegate(willAdd: operation)
         let priority = try prepare(operation, barrier: lock.withLock { barrier })
-        addOperationsAlong(with: operation)
         // Before `insert`: the operation cannot start before did add is told.
         notifyDelegate(didAdd: operation)
         insert(CollectionOfOne((operation, priority)))
+        addOperationsAlong(with: operation)
     }
 
     /// Adds operations in one step and, if asked, blocks until they have all finished.
@@ -214,19 +214,23 @@ public final class ConcurrentOperationQueue {
             for (operation, _) in accepted.reversed() { unprepare(operation, barrier: pendingBarrier) }
             throw error
         }
-        for (operation, _) in accepted { addOperationsAlong(with: operation) }
         if hasListeners.load(ordering: .acquiring) {
             for (operation, _) in accepted { notifyDelegate(didAdd: operation) }
         }
         insert(accepted)
+        for (operation, _) in accepted { addOperationsAlong(with: operation) }
         if waitUntilFinished {
             for operation in operations { operation.waitUntilFinishedBlocking() }
         }
     }
 
-    /// Once `operation` is claimed (accepted, not linked yet): adds what must come with it — a
-    /// procedure's condition dependencies — one by one: one the queue refuses (in a queue
-    /// already, or finished) is waited for where it is, and does not keep the others out.
+    /// Once `operation` is accepted and linked: adds what must come with it — a procedure's
+    /// condition dependencies — one by one: one the queue refuses (in a queue already, or
+    /// finished) is waited for where it is, and does not keep the others out. They come after
+    /// the procedure in the queue's order, so that on a narrow queue the procedure's conditions
+    /// are evaluated before a produced operation can take the last slot: a failing condition
+    /// then cancels a produced operation that would never end (fuzz seed 92). Until they are
+    /// made, their conditions' gates are closed (see `ProcedureOperation+Conditions.swift`).
     private func addOperationsAlong(with operation: ConcurrentOperation) {
         let along = operation.operationsToEnqueueAlong(in: self)
         for other in along { try? addOperation(other) }

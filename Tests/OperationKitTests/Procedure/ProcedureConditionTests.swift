@@ -146,7 +146,7 @@ struct ProcedureConditionTests {
         #expect(order.values == ["direct", "produced", "evaluate", "work"])
     }
 
-    @Test("K82 a produced dependency is added when the procedure is queued (did-add comes first) and runs first")
+    @Test("K82 a produced dependency is added when the procedure is queued (just after it) and runs first")
     func producedDependencyAtQueueTime() async throws {
         let queue = suspendedProcedureQueue("K82")
         let order = Recorder<String>()
@@ -160,7 +160,7 @@ struct ProcedureConditionTests {
         })
         #expect(procedure.dependencies.isEmpty, "nothing is produced before queueing")
         try queue.addOperation(procedure)
-        #expect(dependenciesAtDidAdd.values == ["produced", "K82"])
+        #expect(dependenciesAtDidAdd.values == ["K82", "produced"])
         #expect(queue.operationCount == 2)
         queue.isSuspended = false
         #expect(await procedure.finishes())

@@ -169,7 +169,10 @@ struct QueueDelegateTests {
         })
         try queue.addOperation(procedure)
         #expect(delegate.events.map { $0.split(separator: " ").prefix(2).joined(separator: " ") } == [
-            "willAdd consumer", "willAdd produced", "didAdd produced", "didAdd consumer",
+            // The procedure is linked first, then what its conditions produce (so that on a
+            // narrow queue its conditions are evaluated before a produced operation takes the
+            // last slot).
+            "willAdd consumer", "didAdd consumer", "willAdd produced", "didAdd produced",
         ])
         queue.isSuspended = false
         #expect(await delegate.didFinishAll.opens())
