@@ -42,6 +42,26 @@ struct ProcedureNothingWaitsForeverTests {
         }
     }
 
+    @Test("issue 13 item 5: on a queue limited to 1, a produced dependency that only a cancel ends does not take the slot the failing condition needs (fuzz seed 92)")
+    func producedDependencyDoesNotStarveTheConditions() async throws {
+        let queue = try ConcurrentOperationQueue(name: "item5-serial", maxConcurrentOperationCount: 1)
+        let evaluations = Recorder<String>()
+        let produced = Recorder<ConcurrentOperation>()
+        let procedure = ProcedureCountingHooks(name: "item5-serial")
+        try procedure.addCondition(ProducingCondition("A", evaluations, produced: produced) {
+            ProcedureAwaitingFinish(name: "never-ending", finishesWhenTold: true)
+        })
+        try procedure.addCondition(RecordingCondition("B", evaluations, .failed(ProcedureTestError(92))))
+        try queue.addOperation(procedure)
+        #expect(await procedure.finished.opens(within: Self.bound), "the produced operation held the only slot")
+        #expect(errorIDs(procedure.errors) == [92])
+        #expect(await queue.empties(within: Self.bound))
+        for operation in produced.values where !operation.isFinished {
+            operation.cancel()
+            (operation as? ProcedureAwaitingFinish)?.finish()
+        }
+    }
+
     @Test("issue 13 item 5: conditions start in the order they were added as each becomes evaluable; none after a failure")
     func evaluationOrderAndStopAfterFailure() async throws {
         let queue = ConcurrentOperationQueue(name: "item5-order")
