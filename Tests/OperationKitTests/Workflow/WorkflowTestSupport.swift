@@ -1,3 +1,4 @@
+import Foundation
 import Dispatch
 import OperationKit
 import OperationKitTestSupport
@@ -161,8 +162,8 @@ final class WorkflowEventLog: Sendable {
         var waiters: [(matches: @Sendable (String) -> Bool, count: Int, latch: Latch)] = []
     }
 
-    private let state = Mutex(State())
-    private let consumer = Mutex<Task<Void, Never>?>(nil)
+    private let state = TestLocked(State())
+    private let consumer = TestLocked<Task<Void, Never>?>(nil)
 
     init(_ workflow: Workflow) {
         let stream = workflow.events  // subscribed now: nothing after this line is missed
@@ -230,8 +231,8 @@ final class WorkflowEventLog: Sendable {
 
 /// A mutable box for values handed out of a task's work (runs, counters).
 final class WorkflowBox<Value: Sendable>: Sendable {
-    private let storage: Mutex<Value>
-    init(_ value: Value) { storage = Mutex(value) }
+    private let storage: TestLocked<Value>
+    init(_ value: Value) { storage = TestLocked(value) }
     var value: Value {
         get { storage.withLock { $0 } }
         set { storage.withLock { $0 = newValue } }
@@ -322,4 +323,20 @@ final class HeldRuns: Sendable {
 extension Recorder where Value == String {
     /// The position of `value` in the log, or `nil`.
     func position(of value: String) -> Int? { values.firstIndex(of: value) }
+}
+
+/// A value behind an `NSLock`. The thread sanitizer sees the pthread mutex under it; with
+/// `Synchronization.Mutex` (a futex on Linux) it reported races between two critical sections
+/// of the same lock.
+final class TestLocked<Value>: @unchecked Sendable {  // `value` is only touched under `lock`
+    private let lock = NSLock()
+    private var value: Value
+
+    init(_ value: Value) { self.value = value }
+
+    func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body(&value)
+    }
 }
