@@ -66,7 +66,7 @@ extension ProcedureOperation {
     /// Adds produced dependencies to the procedure's queue, one by one (one the queue refuses —
     /// in a queue already, or finished — does not keep the others out).
     private func addProduced(_ produced: [ConcurrentOperation], to queue: ConcurrentOperationQueue) {
-        for dependency in produced { try? queue.addOperation(dependency) }
+        for dependency in produced { try? queue.addPrerequisite(dependency) }
     }
 
     /// The number of conditions added, result injections (``ResultConsuming/injectResult(from:_:)``)

@@ -233,7 +233,21 @@ public final class ConcurrentOperationQueue {
     /// made, their conditions' gates are closed (see `ProcedureOperation+Conditions.swift`).
     private func addOperationsAlong(with operation: ConcurrentOperation) {
         let along = operation.operationsToEnqueueAlong(in: self)
-        for other in along { try? addOperation(other) }
+        for other in along { try? addPrerequisite(other) }
+    }
+
+    /// Adds an operation that an operation already in this queue waits for (a procedure's
+    /// condition dependency). Unlike ``addOperation(_:)-(ConcurrentOperation)``, it does not wait
+    /// for the queue's current barrier: that barrier may have been added after the procedure, so
+    /// it waits for the procedure, which waits for this operation (fuzz seed 4643). What the
+    /// procedure itself waits for, barrier included, has finished or is among this operation's
+    /// dependencies already.
+    func addPrerequisite(_ operation: ConcurrentOperation) throws(OperationError) {
+        notifyDelegate(willAdd: operation)
+        let priority = try prepare(operation, barrier: nil)
+        notifyDelegate(didAdd: operation)
+        insert(CollectionOfOne((operation, priority)))
+        addOperationsAlong(with: operation)
     }
 
     /// Wraps `block` in a ``ClosureOperation`` and adds it.

@@ -62,6 +62,22 @@ struct ProcedureNothingWaitsForeverTests {
         }
     }
 
+    @Test("issue 13 item 5: a produced dependency made after a barrier was added does not wait for that barrier (fuzz seed 4643)")
+    func producedDependencyDoesNotWaitForALaterBarrier() async throws {
+        let queue = suspendedProcedureQueue("item5-barrier")
+        let evaluations = Recorder<String>()
+        let procedure = ProcedureCountingHooks(name: "item5-barrier")
+        try queue.addOperation(procedure)
+        // The barrier waits for the procedure ...
+        queue.addBarrierBlock {}
+        // ... so the dependency this condition produces now must not wait for the barrier.
+        try procedure.addCondition(ProducingCondition("late", evaluations) { ClosureOperation(name: "made") {} })
+        queue.isSuspended = false
+        #expect(await procedure.finished.opens(within: Self.bound), "the produced dependency waited for a barrier that waits for its procedure")
+        #expect(evaluations.values == ["late"])
+        #expect(await queue.empties(within: Self.bound))
+    }
+
     @Test("issue 13 item 5: conditions start in the order they were added as each becomes evaluable; none after a failure")
     func evaluationOrderAndStopAfterFailure() async throws {
         let queue = ConcurrentOperationQueue(name: "item5-order")
