@@ -177,8 +177,13 @@ public final class ConcurrentOperationQueue {
     ///   ``OperationError/Code-swift.struct/dependencyCycle``. The operation was then not added —
     ///   nor were the dependencies its conditions would have produced — and the queue carries on.
     public func addOperation(_ operation: ConcurrentOperation) throws(OperationError) {
+        try add(operation, barrier: lock.withLock { barrier })
+    }
+
+    /// Adds one operation that waits for `pendingBarrier` too, if one is given.
+    private func add(_ operation: ConcurrentOperation, barrier pendingBarrier: ConcurrentOperation?) throws(OperationError) {
         notifyDelegate(willAdd: operation)
-        let priority = try prepare(operation, barrier: lock.withLock { barrier })
+        let priority = try prepare(operation, barrier: pendingBarrier)
         // Before `insert`: the operation cannot start before did add is told.
         notifyDelegate(didAdd: operation)
         insert(CollectionOfOne((operation, priority)))
@@ -243,11 +248,7 @@ public final class ConcurrentOperationQueue {
     /// procedure itself waits for, barrier included, has finished or is among this operation's
     /// dependencies already.
     func addPrerequisite(_ operation: ConcurrentOperation) throws(OperationError) {
-        notifyDelegate(willAdd: operation)
-        let priority = try prepare(operation, barrier: nil)
-        notifyDelegate(didAdd: operation)
-        insert(CollectionOfOne((operation, priority)))
-        addOperationsAlong(with: operation)
+        try add(operation, barrier: nil)
     }
 
     /// Wraps `block` in a ``ClosureOperation`` and adds it.
