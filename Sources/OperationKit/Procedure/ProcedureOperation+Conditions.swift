@@ -10,17 +10,24 @@
 // were added, without waiting for earlier answers, and none once decided. A gate that opens later
 // (the produced dependency finished, on whatever thread finished it) resumes the evaluation on
 // that thread.
+//
+// A produced dependency made before a worker has taken the procedure waits for that
+// (`ProcedureTakenSignal`): otherwise it could reach the ready list first and, if only a cancel
+// ends it, hold the slot the procedure needs to evaluate the condition that would cancel it.
 extension ProcedureOperation {
     /// Adds a condition, evaluated once the procedure's dependencies — and the dependency the
     /// condition produces, if any — have finished.
     ///
     /// The condition's dependency, if it makes one (``OperationCondition/dependency(for:)``), is
-    /// made and added to the procedure's queue when the procedure is added, and runs after the
-    /// procedure's own dependencies. If the procedure is already in a queue, it is made and added
-    /// at once, and does not wait for the procedure's own dependencies. Either way the condition
-    /// is evaluated only after that dependency has finished, also when this call races with the
-    /// queue adding the procedure or a worker taking it: the call either takes full effect or
-    /// throws.
+    /// made and added to the procedure's queue when the procedure is added — at once if the
+    /// procedure is in a queue already. It runs once a worker of the queue has taken the
+    /// procedure to evaluate its conditions, so after the procedure's own dependencies; until
+    /// then it waits for an internal operation named after the procedure, which you see among
+    /// its ``ConcurrentOperation/dependencies``. (Were it to run first, work that only a cancel
+    /// ends could take every slot of the queue, and the condition that fails and cancels it would
+    /// never be evaluated.) The condition is evaluated only after that dependency has finished,
+    /// also when this call races with the queue adding the procedure or a worker taking it: the
+    /// call either takes full effect or throws.
     ///
     /// A procedure with conditions runs only on a queue: ``ConcurrentOperation/start()`` by hand
     /// throws ``OperationError/Code-swift.struct/requiresQueue``.
@@ -58,6 +65,7 @@ extension ProcedureOperation {
         }
         if let (gate, queue) = makeNow {
             let produced = ProducedDependencies.of(condition, for: self)
+            holdBackUntilTaken(produced)
             addProduced(produced, to: queue)
             finishMaking(gate, produced)
         }
@@ -67,6 +75,31 @@ extension ProcedureOperation {
     /// in a queue already, or finished — does not keep the others out).
     private func addProduced(_ produced: [ConcurrentOperation], to queue: ConcurrentOperationQueue) {
         for dependency in produced { try? queue.addPrerequisite(dependency) }
+    }
+
+    /// Makes produced dependencies wait until a worker has taken the procedure (after its own
+    /// dependencies have finished) or it was cancelled — unless that has happened already.
+    private func holdBackUntilTaken(_ produced: [ConcurrentOperation]) {
+        guard !produced.isEmpty else { return }
+        // (Read before the lock: the name is read under it.)
+        let name = displayName
+        let signal = machine.lock.withLock { () -> ProcedureTakenSignal? in
+            guard procedureLifecycle.state == .pending, !procedureLifecycle.isCancelled else { return nil }
+            if let signal = conditionExtras?.takenSignal { return signal }
+            let signal = ProcedureTakenSignal(for: name)
+            extrasLocked.takenSignal = signal
+            return signal
+        }
+        // (One that cannot take a dependency — it has started or finished — is not held back.)
+        if let signal { for dependency in produced { try? dependency.addDependency(signal) } }
+    }
+
+    /// Under `machine.lock`: the signal the produced dependencies wait for, taken to be fired
+    /// (without the lock) because the procedure was taken or cancelled.
+    func takeTakenSignalLocked() -> ProcedureTakenSignal? {
+        guard let extras = conditionExtras, let signal = extras.takenSignal else { return nil }
+        extras.takenSignal = nil
+        return signal
     }
 
     /// The number of conditions added, result injections (``ResultConsuming/injectResult(from:_:)``)
@@ -170,15 +203,12 @@ extension ProcedureOperation {
         guard !taken.isEmpty else { return [] }
         // Usually no condition produces anything: no array is built then.
         var all: [ConcurrentOperation] = []
-        var directDependencies: [ConcurrentOperation]?
         for (gate, condition) in taken {
             let produced = ProducedDependencies.of(condition, for: self)
             if !produced.isEmpty {
                 // Produced dependencies run after the procedure's own dependencies (ProcedureKit's
-                // order).
-                let direct = directDependencies ?? machine.lock.withLock { _dependencies.array }
-                directDependencies = direct
-                if !direct.isEmpty { for dependency in produced { try? dependency.addDependencies(direct) } }
+                // order) — once a worker has taken the procedure.
+                holdBackUntilTaken(produced)
                 all.append(contentsOf: produced)
             }
             finishMaking(gate, produced)
@@ -195,11 +225,14 @@ extension ProcedureOperation {
             case several
         }
         var single: any OperationCondition = NoCondition()
+        var signal: ProcedureTakenSignal?
         let taken = machine.lock.withLock { () -> Taken in
             switch procedureLifecycle.dependenciesFinished(hasConditions: conditionTotal > 0) {
             case .proceed:
                 return .proceed
             case .evaluateConditions:
+                // Taken: the produced dependencies may run now.
+                if conditionExtras != nil { signal = takeTakenSignalLocked() }
                 // The usual case: one condition, with nothing to wait for.
                 if conditionTotal == 1 && (conditionExtras == nil || firstGateIsOpenLocked()) {
                     singleEvaluationStarting = true
@@ -210,6 +243,7 @@ extension ProcedureOperation {
                 return .several
             }
         }
+        signal?.fire()
         switch taken {
         case .proceed:
             return true
@@ -401,6 +435,26 @@ final class ConditionExtras: @unchecked Sendable {
     var evaluation: ConditionEvaluation?
     /// The operations the conditions produced, cancelled with the procedure.
     var produced: [ConcurrentOperation] = []
+    /// What the dependencies produced before a worker took the procedure wait for.
+    var takenSignal: ProcedureTakenSignal?
+}
+
+/// An operation in no queue that finishes when a worker has taken its procedure to evaluate the
+/// conditions (its own dependencies have then finished), or when the procedure is cancelled or
+/// finished. The dependencies its conditions produce before then wait for it: if they could run
+/// first, one that only a cancel ends could take every slot of the queue, and the procedure would
+/// never get to evaluate the condition that fails and cancels it.
+final class ProcedureTakenSignal: ConcurrentOperation, @unchecked Sendable {
+    init(for procedure: String) {
+        super.init(name: "\(procedure): taken to evaluate its conditions")
+    }
+
+    /// Finishes it (the first call; later ones do nothing).
+    func fire() {
+        // Started by hand, in no queue, with no dependency: `execute()` finishes it at once. A
+        // second call is refused (already finished), which is what we want.
+        try? start()
+    }
 }
 
 extension ProcedureOperation {

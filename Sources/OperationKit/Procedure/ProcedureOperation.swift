@@ -497,7 +497,10 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
         moreConditions = []
         firstObserver = NoObserver()
         moreObservers = []
+        // (Fired already, when it was taken or cancelled; this is only a safety net.)
+        let signal = conditionExtras?.takenSignal
         conditionExtras = nil
+        signal?.fire()
     }
 
     // MARK: Executing
@@ -656,9 +659,11 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
             ProcedureLifecycle.CancelAction, ConcurrentOperationQueue?, [ConcurrentOperation], Bool, Bool, EventDisposition?,
             Bool
         )
+        var signal: ProcedureTakenSignal?
         let (action, queue, produced, finishes, baseCancelled, event, requested) = machine.lock.withLock { () -> Taken in
             let action = procedureLifecycle.cancel()
             guard action != .none else { return (action, nil, [], false, false, nil, false) }
+            signal = takeTakenSignalLocked()
             if let error { _errors.append(error) }
             // The cancelled flag, the state change and did cancel, in one step: no observer sees
             // did cancel before `isCancelled`, and no later event overtakes it.
@@ -687,6 +692,9 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
         case .none:
             break
         }
+        // The produced dependencies no longer wait for a worker to take the procedure (after
+        // their cancel above: none starts in between).
+        signal?.fire()
         return true
     }
 }

@@ -140,12 +140,6 @@ struct FuzzScenario: CustomStringConvertible {
         var barrierAfter: Bool
     }
 
-    /// Top-level procedures with produced operations that only a cancel ends. Off unless
-    /// `FUZZ_ALL=1`: such operations can take every slot of their queue before their procedure
-    /// evaluates the condition that would cancel them (seeds 959 and 89 of `FUZZ_ALL=1`; see
-    /// Testing.md, "Open").
-    static let neverEndingProduced = ProcessInfo.processInfo.environment["FUZZ_ALL"] == "1"
-
     let seed: UInt64
     var limits: [Int] = []
     var suspended: [Bool] = []
@@ -212,11 +206,7 @@ struct FuzzScenario: CustomStringConvertible {
             } else if roll < 40 {
                 kind = .async
             } else if roll < 65 {
-                var conditions = procedureConditions(&random, category: nil)
-                if !FuzzScenario.neverEndingProduced {
-                    conditions = conditions.map { if case .producingNever = $0 { return .producing } else { return $0 } }
-                }
-                kind = .procedure(conditions)
+                kind = .procedure(procedureConditions(&random, category: nil))
             } else if roll < 78 {
                 let finishes = random.chance(70)
                 kind = .callback(finishes: finishes, timeoutMilliseconds: finishes && random.chance(60) ? nil : 5 + random.below(40))
@@ -239,10 +229,8 @@ struct FuzzScenario: CustomStringConvertible {
                 if !children.isEmpty && random.chance(40) { dependencies.append(children[random.below(children.count)]) }
                 let kind: Kind = random.chance(50)
                     ? .sync
-                    : .procedure(procedureConditions(&random, category: category).map {
-                        if case .producingNever = $0 { return .fail }  // keep children simple
-                        return $0
-                    } + (category != nil && random.chance(50) ? [.exclusive(category!)] : []))
+                    : .procedure(procedureConditions(&random, category: category)
+                        + (category != nil && random.chance(50) ? [.exclusive(category!)] : []))
                 nodes.append(Node(kind: kind, queue: nodes[group].queue, dependencies: dependencies, cancel: random.chance(5) ? .beforeAdd : .none, parent: group))
                 children.append(child)
             }

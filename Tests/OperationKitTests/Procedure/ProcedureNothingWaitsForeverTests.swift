@@ -62,6 +62,38 @@ struct ProcedureNothingWaitsForeverTests {
         }
     }
 
+    @Test("issue 13 item 5: a produced dependency waits until its procedure has been taken, so it cannot take the slot the failing condition needs first (fuzz seeds 959 and 89)")
+    func producedDependencyWaitsUntilItsProcedureIsTaken() async throws {
+        let queue = try ConcurrentOperationQueue(name: "item5-held", maxConcurrentOperationCount: 1)
+        let evaluations = Recorder<String>()
+        let produced = Recorder<ConcurrentOperation>()
+        // The procedure's own dependency, in no queue: it finishes when the test starts it.
+        let dependency = ClosureOperation(name: "own dependency") {}
+        let procedure = ProcedureCountingHooks(name: "item5-held")
+        try procedure.addDependency(dependency)
+        try queue.addOperation(procedure)
+        // Added once the procedure is in its queue: the dependency is made and added at once. It
+        // must not run before the procedure has been taken (its dependency has not finished), or
+        // it holds the only slot forever.
+        try procedure.addCondition(ProducingCondition("A", evaluations, produced: produced) {
+            ProcedureAwaitingFinish(name: "never-ending", finishesWhenTold: true)
+        })
+        try procedure.addCondition(RecordingCondition("B", evaluations, .failed(ProcedureTestError(959))))
+        let neverEnding = try #require(produced.values.first as? ProcedureAwaitingFinish)
+        try dependency.start()
+        #expect(await procedure.finished.opens(within: Self.bound), "the produced operation took the only slot before its procedure")
+        #expect(errorIDs(procedure.errors) == [959])
+        #expect(evaluations.values == ["B"])
+        #expect(await neverEnding.finishes(within: Self.bound))
+        #expect(neverEnding.isCancelled)
+        #expect(neverEnding.executions.value == 0, "it ran before its procedure was taken")
+        #expect(await queue.empties(within: Self.bound))
+        if !neverEnding.isFinished {
+            neverEnding.cancel()
+            neverEnding.finish()
+        }
+    }
+
     @Test("issue 13 item 5: a produced dependency made after a barrier was added does not wait for that barrier (fuzz seed 4643)")
     func producedDependencyDoesNotWaitForALaterBarrier() async throws {
         let queue = suspendedProcedureQueue("item5-barrier")
