@@ -7,6 +7,7 @@
 //   OperationKitBenchmarks --state-machine [--quick]                                 only the state-machine section
 //   OperationKitBenchmarks --workflow [--quick]                                      only the workflow section
 //   OperationKitBenchmarks --async [--quick]                                         only the Swift concurrency section
+//   OperationKitBenchmarks --independent [--quick]                                   only S6 (independent queues, workflows)
 //
 // Every run is checked (bodies executed, dependency order, states reached); any wrong result exits with status 1.
 
@@ -96,9 +97,10 @@ if let flag = arguments.firstIndex(of: "--peak-rss") {
 let onlyStateMachine = arguments.contains("--state-machine")
 let onlyWorkflow = arguments.contains("--workflow")
 let onlyAsync = arguments.contains("--async")
-let knownArguments: Set<String> = ["--quick", "--state-machine", "--workflow", "--async"]
+let onlyIndependent = arguments.contains("--independent")
+let knownArguments: Set<String> = ["--quick", "--state-machine", "--workflow", "--async", "--independent"]
 for argument in arguments where !knownArguments.contains(argument) {
-    fail("unknown argument \(argument); usage: OperationKitBenchmarks [--quick] [--state-machine] [--workflow] [--async] [--peak-rss MODE]")
+    fail("unknown argument \(argument); usage: OperationKitBenchmarks [--quick] [--state-machine] [--workflow] [--async] [--independent] [--peak-rss MODE]")
 }
 
 let wallClock = ContinuousClock.now
@@ -109,6 +111,13 @@ report()
 
 if onlyWorkflow {
     workflowReport(sizes: sizes).forEach { report($0) }
+    report()
+    report("Total benchmark time: \(format(milliseconds(wallClock.duration(to: .now)) / 1_000, decimals: 1)) s")
+    exit(0)
+}
+
+if onlyIndependent {
+    independentGraphsReport(sizes: sizes).forEach { report($0) }
     report()
     report("Total benchmark time: \(format(milliseconds(wallClock.duration(to: .now)) / 1_000, decimals: 1)) s")
     exit(0)
@@ -173,6 +182,10 @@ report()
 
 // Workflow: the S4 graph as a workflow run, reset and run again, against operations run twice.
 workflowReport(sizes: sizes).forEach { report($0) }
+report()
+
+// S6: independent queues and workflows at once, against one shared queue or workflow and Dispatch.
+independentGraphsReport(sizes: sizes).forEach { report($0) }
 report()
 
 // Swift concurrency: async closures as operations against a TaskGroup and a graph of Tasks.
