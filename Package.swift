@@ -3,6 +3,8 @@ import PackageDescription
 
 let package = Package(
     name: "OperationKit",
+    // Synchronization's Atomic and Mutex need these on Apple systems; elsewhere, a Swift 6 toolchain.
+    platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
     products: [
         .library(name: "OperationKit", targets: ["OperationKit"]),
         .library(name: "OperationKitTestSupport", targets: ["OperationKitTestSupport"]),

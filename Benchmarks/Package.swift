@@ -7,6 +7,8 @@ import PackageDescription
 
 let package = Package(
     name: "OperationKitBenchmarks",
+    // Synchronization's Atomic and Mutex need these on Apple systems; elsewhere, a Swift 6 toolchain.
+    platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
     dependencies: [
         .package(name: "OperationKit", path: "..")
     ],
