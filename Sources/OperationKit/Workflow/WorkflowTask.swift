@@ -48,7 +48,7 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     /// The operation running the current run, finished when the run ends.
     var runOperation: WorkflowRunOperation?
     weak var _delegate: (any WorkflowTaskDelegate)?
-    /// Swift tasks awaiting the task's outcome (Concurrency/WorkflowAwaiting.swift).
+    /// Swift tasks awaiting the task's outcome (WorkflowAwaiting.swift).
     var awaiters = WorkflowAwaiters<WorkflowTaskOutcome>()
 
     /// Creates a task, in state ``WorkflowTaskState/ready`` and in no workflow.
