@@ -1,5 +1,5 @@
-// ProcedureOperation: while it executes — did execute, producing operations — and cancelling
-// with an error.
+// ProcedureOperation: while it executes — did execute, producing operations — and the steps of
+// a cancel (cancelCounting: the state change, did cancel, what the procedure's stage requires).
 
 extension ProcedureOperation {
     // MARK: Executing
