@@ -38,7 +38,7 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
     var listeners: [Int: @Sendable (WorkflowEvent) -> Void] = [:]
     /// How many tasks are executing: 0 means nothing can change without a call from outside.
     var executingCount = 0
-    /// Swift tasks awaiting the workflow's outcome (Concurrency/WorkflowAwaiting.swift).
+    /// Swift tasks awaiting the workflow's outcome (WorkflowAwaiting.swift).
     var awaiters = WorkflowAwaiters<WorkflowOutcome>()
 
     /// Creates a workflow.

@@ -1,3 +1,6 @@
+// WorkflowTask: one re-runnable step of a workflow — its state, the hooks for subclasses, reading
+// and control — and WorkflowTaskRun, the operation that runs it, and the workflow lock.
+
 import Dispatch
 
 /// One step of a ``Workflow``: work that can be run, and run again.
@@ -48,7 +51,7 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     /// The operation running the current run, finished when the run ends.
     var runOperation: WorkflowRunOperation?
     weak var _delegate: (any WorkflowTaskDelegate)?
-    /// Swift tasks awaiting the task's outcome (Concurrency/WorkflowAwaiting.swift).
+    /// Swift tasks awaiting the task's outcome (WorkflowAwaiting.swift).
     var awaiters = WorkflowAwaiters<WorkflowTaskOutcome>()
 
     /// Creates a task, in state ``WorkflowTaskState/ready`` and in no workflow.
@@ -218,63 +221,6 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
         attachedWorkflow?.perform { $0.reset(from: [self]) }
     }
 
-    // MARK: Prerequisite results
-
-    /// The result of the first prerequisite that has one, in the order of
-    /// ``allPrerequisiteResults``; `nil` if none has one. Meant for a task with a single
-    /// prerequisite.
-    public var anyPrerequisiteResult: (any Sendable)? {
-        WorkflowLock.lock.withLock { prerequisites().lazy.compactMap { $0._result }.first }
-    }
-
-    /// The results of all prerequisites, keyed and unkeyed, that have one: the unkeyed ones in the
-    /// order they were given to ``Workflow/add(_:prerequisites:keyedPrerequisites:)``, then the
-    /// keyed ones by key, each task once. A prerequisite that finished with `nil` (or has not
-    /// finished) is left out.
-    public var allPrerequisiteResults: [any Sendable] {
-        WorkflowLock.lock.withLock { prerequisites().compactMap { $0._result } }
-    }
-
-    /// The results of the unkeyed prerequisites that have one, in the order they were given. A
-    /// task given both unkeyed and under a key counts as keyed.
-    public var allUnkeyedPrerequisiteResults: [any Sendable] {
-        WorkflowLock.lock.withLock {
-            let keyed = Set(keyedPrerequisiteIndices.values)
-            return prerequisiteIndices.filter { !keyed.contains($0) }.compactMap { task(at: $0)?._result }
-        }
-    }
-
-    /// The results of the keyed prerequisites, by key (keys whose task has no result are left out).
-    public var keyedPrerequisiteResults: [String: any Sendable] {
-        WorkflowLock.lock.withLock {
-            keyedPrerequisiteIndices.compactMapValues { task(at: $0)?._result }
-        }
-    }
-
-    /// The result of the prerequisite added under `key`.
-    /// - Parameter key: A key of the keyed prerequisites given to
-    ///   ``Workflow/add(_:prerequisites:keyedPrerequisites:)``.
-    /// - Returns: Its result, or `nil` if no prerequisite has that key or it has no result.
-    public func prerequisiteResult(forKey key: String) -> (any Sendable)? {
-        WorkflowLock.lock.withLock { keyedPrerequisiteIndices[key].flatMap { task(at: $0)?._result } }
-    }
-
-    /// The result of the prerequisite added under `key`, if it has type `T`.
-    /// - Parameters:
-    ///   - key: A key of the keyed prerequisites.
-    ///   - type: The type expected.
-    /// - Returns: The result as a `T`, or `nil` if there is no such prerequisite, it has no result
-    ///   or its result is not a `T`.
-    public func prerequisiteResult<T>(forKey key: String, as type: T.Type) -> T? {
-        prerequisiteResult(forKey: key) as? T
-    }
-
-    /// The prerequisites that have a result, each with its result, in the order of
-    /// ``allPrerequisiteResults``.
-    public var prerequisiteResultsByTask: [(task: WorkflowTask, result: any Sendable)] {
-        WorkflowLock.lock.withLock { prerequisites().compactMap { task in task._result.map { (task, $0) } } }
-    }
-
     /// Under the lock: a reset reached the task (whether or not it changed its state).
     func resetReachedLocked() {}
 
@@ -324,46 +270,6 @@ public struct WorkflowTaskRun: Sendable {
     public func fail(with error: any Error) {
         task.attachedWorkflow?.perform { $0.fail(task, run: number, error: error) }
     }
-}
-
-/// Told when a task finishes, fails or is cancelled (Task.framework's `TSKTaskDelegate`); set it
-/// as ``WorkflowTask/delegate``, which holds it weakly.
-///
-/// Methods have empty defaults. They run on the thread that caused the change, after the
-/// workflow's events and the task's hook and before the workflow's delegate, never under a lock.
-public protocol WorkflowTaskDelegate: AnyObject, Sendable {
-    /// A run of `task` finished.
-    /// - Parameters:
-    ///   - task: The task, now finished.
-    ///   - result: The run's result.
-    func task(_ task: WorkflowTask, didFinishWith result: (any Sendable)?)
-    /// A run of `task` failed.
-    /// - Parameters:
-    ///   - task: The task, now failed.
-    ///   - error: The run's error.
-    func task(_ task: WorkflowTask, didFailWith error: any Error)
-    /// `task` was cancelled, directly or because a prerequisite was.
-    /// - Parameter task: The task, now cancelled.
-    func taskDidCancel(_ task: WorkflowTask)
-}
-
-extension WorkflowTaskDelegate {
-    /// Does nothing.
-    ///
-    /// - Parameters:
-    ///   - task: The task, now finished.
-    ///   - result: The run's result.
-    public func task(_ task: WorkflowTask, didFinishWith result: (any Sendable)?) {}
-    /// Does nothing.
-    ///
-    /// - Parameters:
-    ///   - task: The task, now failed.
-    ///   - error: The run's error.
-    public func task(_ task: WorkflowTask, didFailWith error: any Error) {}
-    /// Does nothing.
-    ///
-    /// - Parameter task: The task, now cancelled.
-    public func taskDidCancel(_ task: WorkflowTask) {}
 }
 
 /// The operation that executes one run of a task on the workflow's queue: it calls the task's

@@ -1,3 +1,6 @@
+// The root stress suite, the Stress knobs, and the helpers every stress suite shares: seeded
+// random numbers, clocks, tallies, threads released at once, waits and failure reports.
+
 import Dispatch
 import OperationKit
 import OperationKitTestSupport
@@ -195,4 +198,31 @@ func expectOperationError(
         Issue.record(error, "expected an OperationError", sourceLocation: sourceLocation)
     }
     return nil
+}
+
+/// Waits, yielding the processor, until `done()` or `deadline`. Returns `done()`.
+func spin(until deadline: ContinuousClock.Instant, _ done: () -> Bool) -> Bool {
+    while !done() {
+        if ContinuousClock.now >= deadline { return false }
+        sched_yield()
+    }
+    return true
+}
+
+/// Lets another thread run.
+func yieldThread() { sched_yield() }
+
+/// The deadline of a wait that starts now.
+func stressDeadline() -> ContinuousClock.Instant { ContinuousClock.now + Stress.timeout }
+
+/// Every index in `0..<count` whose `problem` is not `nil`, with the first few problems, for a message.
+func problems(_ count: Int, limit: Int = 5, _ problem: (Int) -> String?) -> (count: Int, first: [String]) {
+    var total = 0
+    var first: [String] = []
+    for index in 0..<count {
+        guard let found = problem(index) else { continue }
+        total += 1
+        if first.count < limit { first.append("#\(index): \(found)") }
+    }
+    return (total, first)
 }

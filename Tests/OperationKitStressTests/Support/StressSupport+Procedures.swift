@@ -1,3 +1,6 @@
+// Instruments of the procedure stress tests: the relaxed clock, StressFailure, the EventTrace
+// a TracingObserver fills, WorkTally and DeferredCondition. General helpers: StressSupport.swift.
+
 import Dispatch
 import OperationKit
 import OperationKitTestSupport
@@ -299,31 +302,4 @@ struct DeferredCondition: OperationCondition {
         let failure = self.failure
         on.async { completion(failure.map { .failed($0) } ?? .satisfied) }
     }
-}
-
-/// Waits, yielding the processor, until `done()` or `deadline`. Returns `done()`.
-func spin(until deadline: ContinuousClock.Instant, _ done: () -> Bool) -> Bool {
-    while !done() {
-        if ContinuousClock.now >= deadline { return false }
-        sched_yield()
-    }
-    return true
-}
-
-/// Lets another thread run.
-func yieldThread() { sched_yield() }
-
-/// The deadline of a wait that starts now.
-func stressDeadline() -> ContinuousClock.Instant { ContinuousClock.now + Stress.timeout }
-
-/// Every index in `0..<count` whose `problem` is not `nil`, with the first few problems, for a message.
-func problems(_ count: Int, limit: Int = 5, _ problem: (Int) -> String?) -> (count: Int, first: [String]) {
-    var total = 0
-    var first: [String] = []
-    for index in 0..<count {
-        guard let found = problem(index) else { continue }
-        total += 1
-        if first.count < limit { first.append("#\(index): \(found)") }
-    }
-    return (total, first)
 }

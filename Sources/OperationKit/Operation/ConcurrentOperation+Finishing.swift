@@ -1,0 +1,219 @@
+// ConcurrentOperation: finishing — the state change, the completion block, the release of
+// dependents and waiters, and the queue's part of the finish (the tail).
+
+import Synchronization
+
+extension ConcurrentOperation {
+    // MARK: Finishing
+
+    /// Finishes the operation after it started.
+    ///
+    /// - Parameter asLastStep: The caller returns from `execute()` right after this, so when the
+    ///   operation runs on a queue worker, that worker may do the queue's part of the finish
+    ///   together with taking its next operation. (A subclass's `execute()` may go on after
+    ///   `finish()`, even wait for a dependent, so its finish never defers.)
+    @discardableResult
+    final func finishAfterStart(asLastStep: Bool = false) -> Bool {
+        finishAfterStart(handOff: asLastStep ? .lastStepOnWorker : .tellQueue).finished
+    }
+
+    /// Who does the queue's part of a finish (see ``finishAfterStart(asLastStep:)``).
+    enum FinishHandOff {
+        /// This call tells the queue.
+        case tellQueue
+        /// The worker running the operation, if this is its thread (`asLastStep`).
+        case lastStepOnWorker
+        /// The async runner that ran the operation's closure (see `AsyncRunner`): if it holds the
+        /// operation's slot, it keeps it and takes the queue's next ready operation in the same
+        /// step as the queue learns of the finish.
+        case asyncRunner
+    }
+
+    /// Finishes the operation after it started. Returns whether this call finished it, and for
+    /// `.asyncRunner` the operation that came with the runner's slot, if any.
+    @inline(__always)
+    final func finishAfterStart(handOff: FinishHandOff) -> (finished: Bool, next: ConcurrentOperation?) {
+        guard let tail = finishKeepingTail(handOff: handOff, holdsTail: false) else { return (false, nil) }
+        return (true, completeTail(tail))
+    }
+
+    /// What is left of a finish once the operation has finished, its completion block has run
+    /// and its dependents in other queues were handed over: the queue's part (unlinking it, its
+    /// slot, the dependents in the same queue, the queue's waiters) and resuming the operation's
+    /// own waiters. A procedure holds it until its did-finish observers have returned (see
+    /// `LifeFlags.tailPending`), so that no wait returns before them.
+    struct FinishTail {
+        fileprivate var queue: Unmanaged<ConcurrentOperationQueue>?
+        fileprivate var readyInSameQueue: OperationList
+        fileprivate var waiters: [Waiter]
+        fileprivate var dependencies: OperationList
+        fileprivate var handOff: FinishHandOff
+        fileprivate var holdsTail: Bool
+    }
+
+    /// The first part of a finish after the start: the state change, the completion block, the
+    /// queue's did-finish, the release of dependents (those of other queues handed to their
+    /// queues). Returns the rest, for ``completeTail(_:)``, or `nil` if this call did not finish
+    /// the operation. With `holdsTail`, waits that begin from now on wait for the tail too.
+    @inline(__always)
+    final func finishKeepingTail(handOff: FinishHandOff, holdsTail: Bool) -> FinishTail? {
+        let outcome = machine.finish {
+            willBecomeFinishedLocked()
+            let taken = Finished(
+                completion: _completionBlock, queue: queueReference, dependencies: _dependencies,
+                wasCancelled: machine.lifecycle.isCancelled)
+            _completionBlock = nil
+            queueReference = nil
+            _dependencies = OperationList()
+            processedDependencyCount = 0
+            return taken
+        }
+        guard case .success(let finished) = outcome else { return nil }
+        finished.completion?()
+        // The queue is alive: it counts this operation until `operationDidFinish`.
+        finished.queue?._withUnsafeGuaranteedRef { $0.notifyDelegate(didFinish: self) }
+
+        let (released, waiters) = announceFinish(holdsTail: holdsTail)
+        var readyInSameQueue = released
+        if finished.wasCancelled && finished.queue != nil && !finished.dependencies.isEmpty {
+            // All of them, not only the first `registeredDependencyCount`: an `addDependency`
+            // racing with this finish may have registered an edge it has not counted yet.
+            leaveDependents(of: finished.dependencies)
+        }
+        // Hand the dependents of other queues to their queues now; keep those of this one.
+        readyInSameQueue.removeAll { dependent in
+            // Read (and retain) the dependent's queue under its lock: a stale ready-list entry may
+            // let a worker run and finish the dependent meanwhile, which clears it; then the
+            // queue may be gone, and there is nothing left to do.
+            guard let queue = dependent.queueWhilePending else { return true }
+            if Unmanaged.passUnretained(queue).toOpaque() == finished.queue?.toOpaque() { return false }
+            queue.makeReady([dependent])
+            return true
+        }
+        return FinishTail(
+            queue: finished.queue, readyInSameQueue: readyInSameQueue, waiters: waiters,
+            dependencies: finished.dependencies, handOff: handOff, holdsTail: holdsTail)
+    }
+
+    /// The rest of a finish (see ``FinishTail``): the queue lets go of the operation and its
+    /// waiters and the operation's waiters are resumed. Returns, for `.asyncRunner`, the operation
+    /// that came with the runner's slot, if any.
+    @inline(__always)
+    @discardableResult
+    final func completeTail(_ tail: consuming FinishTail) -> ConcurrentOperation? {
+        let handOff = tail.handOff
+        if tail.holdsTail {
+            // Waits that began after the finish joined `waiters` meanwhile.
+            let flags = lifeFlags.bitwiseAnd(~LifeFlags.tailPending, ordering: .sequentiallyConsistent).oldValue
+            if flags & LifeFlags.hasWaiters != 0 {
+                tail.waiters = machine.lock.withLock {
+                    defer { self.waiters = [] }
+                    return self.waiters
+                }
+            }
+        }
+        var next: ConcurrentOperation?
+        if handOff == .lastStepOnWorker && tail.queue != nil && WorkerOperation.holds(self) {
+            // Finished on the thread of the worker that runs it: the worker tells the queue once
+            // `execute()` returns, in the critical section where it takes its next operation.
+            deferredReady = tail.readyInSameQueue
+        } else if let queue = tail.queue {
+            // The queue counts this operation only until it unlinks it; from then on another
+            // finish may empty the queue, resume its waiters and let it go while this call still
+            // starts workers. A worker of the queue holds it for its whole loop; any other thread
+            // (a callback finishing the operation, an async runner) holds it for the call. The
+            // queue settles the slot with the worker (`slotHandoff`) under its lock.
+            let retained: ConcurrentOperationQueue? =
+                queue._withUnsafeGuaranteedRef({ CurrentQueue.holds($0) }) ? nil : queue.takeUnretainedValue()
+            if handOff == .asyncRunner {
+                next = queue._withUnsafeGuaranteedRef { $0.runnerDidFinish(self, newlyReady: tail.readyInSameQueue) }
+            } else {
+                queue._withUnsafeGuaranteedRef { $0.operationDidFinish(self, newlyReady: tail.readyInSameQueue) }
+            }
+            withExtendedLifetime(retained) {}
+        }
+        for waiter in tail.waiters { waiter.resume() }
+        withExtendedLifetime(tail.dependencies) {}
+        return next
+    }
+
+    /// Tells dependents and waiters that the operation has finished, its completion block done:
+    /// from here on no dependent registers and no waiter waits (see `LifeFlags`). Releases the
+    /// dependents that did register — each one's count drops by one — and returns, retained,
+    /// those this made runnable, and the waiters to resume.
+    ///
+    /// With `holdsTail`, the waiters are left for ``completeTail(_:)``, which takes them (and
+    /// those that come meanwhile) once the procedure's did-finish observers have returned.
+    private func announceFinish(holdsTail: Bool) -> (runnable: OperationList, waiters: [Waiter]) {
+        let flags = lifeFlags.bitwiseOr(
+            holdsTail ? LifeFlags.finished | LifeFlags.tailPending : LifeFlags.finished,
+            ordering: .sequentiallyConsistent
+        ).oldValue
+        // Event streams have `finished` before waiters are resumed and dependents released.
+        if flags & LifeFlags.hasEventStreams != 0 { LifecycleEventStreams.deliver(for: self) }
+        var waiting: [Waiter] = []
+        if !holdsTail && flags & LifeFlags.hasWaiters != 0 {
+            waiting = machine.lock.withLock {
+                defer { waiters = [] }
+                return waiters
+            }
+        }
+        guard flags & LifeFlags.hasDependents != 0 else { return (OperationList(), waiting) }
+        // Under the graph lock: the entries are not retained, and each is alive while it is
+        // listed (see `dependents`) — but only until the decrement that makes it runnable: from
+        // then on a worker may take it (through a stale ready-list entry), run it, and its queue
+        // release it before this loop is done with it. So an entry that this decrement may make
+        // runnable is retained first.
+        var unneeded = OperationList()
+        let runnable = DependencyGraph.lock.withLock {
+            var runnable = OperationList()
+            for entry in dependents {
+                // The count changes only under the graph lock (only the flags change without it),
+                // so only an entry whose count is 1 now can reach exactly 0 below.
+                let mayBecomeRunnable = entry._withUnsafeGuaranteedRef {
+                    $0.readiness.load(ordering: .relaxed) & Readiness.countMask == 1
+                }
+                if mayBecomeRunnable { _ = entry.retain() }
+                if entry._withUnsafeGuaranteedRef({ $0.dependencyDidFinish() }) {
+                    assert(mayBecomeRunnable, "a dependent's count changed outside the graph lock")
+                    runnable.append(mayBecomeRunnable ? entry.takeRetainedValue() : entry.takeUnretainedValue())
+                } else if mayBecomeRunnable {
+                    // Cancelled, or still being enqueued, meanwhile: `cancel()` or the enqueuer
+                    // pushes it. The retain is given back after the lock.
+                    unneeded.append(entry.takeRetainedValue())
+                }
+            }
+            dependents = UnretainedOperationList()
+            return runnable
+        }
+        withExtendedLifetime(unneeded) {}
+        return (runnable, waiting)
+    }
+
+    /// A cancelled operation finished without waiting for its dependencies: it leaves their
+    /// `dependents` lists before its queue releases it. (Not only the lists of unfinished
+    /// dependencies: one that has just set its finished flag may not have released its list yet.)
+    /// (Indices rather than a for-in loop over the list, whose iterator may run unspecialised.)
+    private func leaveDependents(of dependencies: OperationList) {
+        DependencyGraph.lock.withLock {
+            for index in 0..<dependencies.count {
+                while DependencyGraph.unregister(self, from: dependencies[index]) {}
+            }
+        }
+    }
+
+    private struct Finished {
+        var completion: (@Sendable () -> Void)?
+        var queue: Unmanaged<ConcurrentOperationQueue>?
+        var dependencies: OperationList
+        var wasCancelled: Bool
+    }
+
+    /// A registered dependency finished. Returns `true` if this made the operation runnable.
+    final func dependencyDidFinish() -> Bool {
+        readiness.subtract(1, ordering: .acquiringAndReleasing).newValue == 0
+    }
+
+    /// The queue of an operation that is enqueued and has not finished.
+    final var queueWhilePending: ConcurrentOperationQueue? { machine.lock.withLock { queue } }
+}

@@ -1,0 +1,158 @@
+// The state behind a procedure's conditions: ConditionExtras, ConditionGate, ConditionEvaluation,
+// the ProcedureTakenSignal its produced dependencies wait for, and NoCondition.
+
+/// What a procedure keeps about its conditions beyond the usual single `ClosureCondition`, in
+/// one object made when first needed (so that a procedure without it pays one pointer). Every
+/// field is protected by the procedure's `machine.lock`.
+final class ConditionExtras: @unchecked Sendable {
+    /// Parallel to the conditions once one may produce a dependency (else empty): each such
+    /// condition's gate, closed until its produced dependencies have finished.
+    var gates: [ConditionGate?] = []
+    /// The evaluation of several conditions (or of one behind a closed gate), while it runs.
+    var evaluation: ConditionEvaluation?
+    /// The operations the conditions produced, cancelled with the procedure.
+    var produced: [ConcurrentOperation] = []
+    /// What the dependencies produced before a worker took the procedure wait for.
+    var takenSignal: ProcedureTakenSignal?
+}
+
+/// An operation in no queue that finishes when a worker has taken its procedure to evaluate the
+/// conditions (its own dependencies have then finished), or when the procedure is cancelled or
+/// finished. The dependencies its conditions produce before then wait for it: if they could run
+/// first, one that only a cancel ends could take every slot of the queue, and the procedure would
+/// never get to evaluate the condition that fails and cancels it.
+final class ProcedureTakenSignal: ConcurrentOperation, @unchecked Sendable {
+    init(for procedure: String) {
+        super.init(name: "\(procedure): taken to evaluate its conditions")
+    }
+
+    /// Finishes it (the first call; later ones do nothing).
+    func fire() {
+        // Started by hand, in no queue, with no dependency: `execute()` finishes it at once. A
+        // second call is refused (already finished), which is what we want.
+        try? start()
+    }
+}
+
+extension ProcedureOperation {
+    /// Under `machine.lock`: see `ConditionExtras`.
+    var conditionGates: [ConditionGate?] {
+        get { conditionExtras?.gates ?? [] }
+        set { extrasLocked.gates = newValue }
+    }
+
+    /// Under `machine.lock`: see `ConditionExtras`.
+    var conditionEvaluation: ConditionEvaluation? {
+        get { conditionExtras?.evaluation }
+        set { extrasLocked.evaluation = newValue }
+    }
+
+    /// Under `machine.lock`: whether some condition has a gate (a pointer test in the usual case).
+    var hasGatesLocked: Bool {
+        guard let extras = conditionExtras else { return false }
+        return !extras.gates.isEmpty
+    }
+
+    /// Under `machine.lock`: the operations the conditions produced, cancelled with the procedure.
+    var producedDependencies: [ConcurrentOperation] { conditionExtras?.produced ?? [] }
+
+    /// Under `machine.lock`: the extras, made if need be.
+    var extrasLocked: ConditionExtras {
+        if let extras = conditionExtras { return extras }
+        let extras = ConditionExtras()
+        conditionExtras = extras
+        return extras
+    }
+
+    /// Under `machine.lock`: remembers produced dependencies (a cancel cancels them).
+    func rememberProducedLocked(_ produced: [ConcurrentOperation]) {
+        extrasLocked.produced.append(contentsOf: produced)
+    }
+}
+
+/// Whether a condition that may produce dependencies may be evaluated: closed until they were
+/// made and have all finished. Every field is protected by the owning procedure's `machine.lock`.
+final class ConditionGate: @unchecked Sendable {
+    /// Whether someone has begun to make the dependencies (they are made once).
+    private(set) var isMade = false
+    /// Produced dependencies not finished yet, plus one while they are being made.
+    var remaining = 0
+
+    /// Open: made, and every produced dependency finished.
+    var isOpen: Bool { isMade && remaining == 0 }
+
+    /// The caller makes the dependencies, then calls `ProcedureOperation.finishMaking`.
+    func beginMaking() {
+        isMade = true
+        remaining = 1
+    }
+}
+
+/// The evaluation of several conditions of one procedure (or of one whose gate was closed).
+/// Every field is protected by the procedure's `machine.lock`; the conditions are called without
+/// it, by the thread that holds `driving`.
+final class ConditionEvaluation: @unchecked Sendable {
+    let conditions: [any OperationCondition]
+    /// Parallel to `conditions`, or empty if none has a gate.
+    private let gates: [ConditionGate?]
+    /// Per condition: 0 not started, 1 started, 2 answered.
+    private var progress: [UInt8]
+    /// The first condition that may not have started (those before it all have).
+    private var firstUnstarted = 0
+    private var satisfiedCount = 0
+    private var decision: ConditionResult?
+    /// Whether a thread is driving the evaluation (see `ProcedureOperation.drive`).
+    var driving = false
+    /// The conditions whose dependencies the worker that made this evaluation makes first (a
+    /// condition added while the queue added the procedure); only that worker touches it.
+    var unmade: [(ConditionGate, any OperationCondition)] = []
+
+    init(conditions: [any OperationCondition], gates: [ConditionGate?]) {
+        self.conditions = conditions
+        self.gates = gates
+        progress = Array(repeating: 0, count: conditions.count)
+    }
+
+    /// Whether a gate opening should resume it: nobody drives it and it is not decided.
+    var mayResume: Bool { !driving && decision == nil }
+
+    /// The decision, once there is one: the first failure or ignore, or every condition satisfied.
+    func next() -> ConditionResult? {
+        if let decision { return decision }
+        if satisfiedCount == conditions.count { return .satisfied }
+        return nil
+    }
+
+    /// The next condition to start, marked started: the first one added that has not started and
+    /// whose gate is open; none once decided.
+    func startNext() -> Int? {
+        guard decision == nil else { return nil }
+        while firstUnstarted < conditions.count && progress[firstUnstarted] != 0 { firstUnstarted += 1 }
+        for index in firstUnstarted..<conditions.count where progress[index] == 0 {
+            if !gates.isEmpty, let gate = gates[index], !gate.isOpen { continue }
+            progress[index] = 1
+            return index
+        }
+        return nil
+    }
+
+    /// Records the answer of a started condition. Returns `false` for a second answer, or one
+    /// after the decision.
+    func record(_ result: ConditionResult, from index: Int) -> Bool {
+        guard decision == nil, progress[index] == 1 else { return false }
+        progress[index] = 2
+        if case .satisfied = result {
+            satisfiedCount += 1
+        } else {
+            decision = result
+        }
+        return true
+    }
+}
+
+/// The placeholder in a procedure's inline condition slot while it has none.
+struct NoCondition: OperationCondition {
+    func evaluate(for procedure: ProcedureOperation, completion: @escaping @Sendable (ConditionResult) -> Void) {
+        completion(.satisfied)
+    }
+}

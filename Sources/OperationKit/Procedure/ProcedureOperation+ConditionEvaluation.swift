@@ -1,0 +1,211 @@
+// ProcedureOperation: evaluating its conditions on the worker that took it — one, or several
+// driven as their gates open — and what follows their decision (mutual exclusivity, cancel).
+
+extension ProcedureOperation {
+    /// On the worker that took the procedure: evaluates its conditions if it has any and has not
+    /// yet. Returns whether it goes on to start now.
+    func prepareConditions(queue: ConcurrentOperationQueue) -> Bool {
+        enum Taken {
+            case proceed
+            case one
+            case several
+        }
+        var single: any OperationCondition = NoCondition()
+        var signal: ProcedureTakenSignal?
+        let taken = machine.lock.withLock { () -> Taken in
+            switch procedureLifecycle.dependenciesFinished(hasConditions: conditionTotal > 0) {
+            case .proceed:
+                return .proceed
+            case .evaluateConditions:
+                // Taken: the produced dependencies may run now.
+                if conditionExtras != nil { signal = takeTakenSignalLocked() }
+                // The usual case: one condition, with nothing to wait for.
+                if conditionTotal == 1 && (conditionExtras == nil || firstGateIsOpenLocked()) {
+                    singleEvaluationStarting = true
+                    singleDecision = nil
+                    single = firstCondition
+                    return .one
+                }
+                return .several
+            }
+        }
+        signal?.fire()
+        switch taken {
+        case .proceed:
+            return true
+        case .one:
+            return evaluateOne(single, queue: queue)
+        case .several:
+            return evaluateSeveral(queue: queue)
+        }
+    }
+
+    /// On the worker that moved the procedure to evaluating its conditions (no condition can be
+    /// added from then on): begins the evaluation, makes the dependencies nobody made yet, then
+    /// drives it. (Out of line: `prepareConditions` stays small for the usual case.)
+    @inline(never)
+    private func evaluateSeveral(queue: ConcurrentOperationQueue) -> Bool {
+        let evaluation = machine.lock.withLock { () -> ConditionEvaluation? in
+            // Cancelled since (the cancel put it back in its queue): nothing to evaluate.
+            guard procedureLifecycle.state == .evaluatingConditions else { return nil }
+            return beginEvaluationLocked()
+        }
+        guard let evaluation else { return false }
+        // Only this thread touches `unmade` (taken in the same critical section).
+        let unmade = evaluation.unmade
+        evaluation.unmade = []
+        for (gate, condition) in unmade {
+            let produced = ProducedDependencies.of(condition, for: self)
+            addProduced(produced, to: queue)
+            finishMaking(gate, produced)
+        }
+        return drive(evaluation, onWorker: true)
+    }
+
+    /// Under `machine.lock`: whether the first condition has no gate, or an open one.
+    @inline(never)
+    private func firstGateIsOpenLocked() -> Bool {
+        !hasGatesLocked || conditionGates[0]?.isOpen != false
+    }
+
+    /// Under `machine.lock`, on the worker: the evaluation of several conditions (or of one behind
+    /// a closed gate), driven by this worker. Kept out of `prepareConditions`'s critical section,
+    /// which stays small enough to be inlined for the usual single condition.
+    @inline(never)
+    private func beginEvaluationLocked() -> ConditionEvaluation {
+        let evaluation = ConditionEvaluation(conditions: conditionsLocked, gates: conditionGates)
+        // A condition added while the queue added the procedure: its dependency is made by this
+        // worker, before evaluation (its gate holds it back until that has finished).
+        evaluation.unmade = takeUnmadeLocked()
+        evaluation.driving = true
+        conditionEvaluation = evaluation
+        return evaluation
+    }
+
+    /// Drives an evaluation — the caller has set its `driving` flag — until it is decided or must
+    /// wait (for asynchronous answers, or a gate): starts each condition whose gate is open, in
+    /// the order they were added, without waiting for the answers of those started before; none
+    /// once the evaluation is decided (a synchronous failure stops the conditions after it). A
+    /// decision is acted on here. Returns whether the procedure goes on at once (only
+    /// `onWorker`).
+    @discardableResult
+    func drive(_ evaluation: ConditionEvaluation, onWorker: Bool) -> Bool {
+        enum Step {
+            case start(Int, any OperationCondition)
+            case decided(ConditionResult, ConcurrentOperationQueue?)
+            case wait
+        }
+        while true {
+            let step = machine.lock.withLock { () -> Step in
+                // Cancelled (the cancel abandoned the evaluation): nothing more is started.
+                guard procedureLifecycle.state == .evaluatingConditions, conditionEvaluation === evaluation else {
+                    evaluation.driving = false
+                    return .wait
+                }
+                if let decision = evaluation.next() {
+                    evaluation.driving = false
+                    conditionEvaluation = nil
+                    return .decided(decision, queue)
+                }
+                if let index = evaluation.startNext() { return .start(index, evaluation.conditions[index]) }
+                evaluation.driving = false
+                return .wait
+            }
+            switch step {
+            case .wait:
+                return false
+            case .decided(let result, let queue):
+                guard let queue else { return false }
+                let categories = evaluation.conditions.reduce(into: Set<String>()) {
+                    $0.formUnion($1.mutuallyExclusiveCategories)
+                }
+                return conditionsDecided(result, categories: categories, queue: queue, onWorker: onWorker)
+            case .start(let index, let condition):
+                condition.evaluate(for: self) { [self] result in answered(evaluation, index, result) }
+            }
+        }
+    }
+
+    /// A condition of `evaluation` answered (its first answer counts; later ones, and answers
+    /// after a cancel, are ignored). Drives the evaluation on if nobody is.
+    private func answered(_ evaluation: ConditionEvaluation, _ index: Int, _ result: ConditionResult) {
+        let drive = machine.lock.withLock { () -> Bool in
+            guard procedureLifecycle.state == .evaluatingConditions, conditionEvaluation === evaluation,
+                  evaluation.record(result, from: index)
+            else { return false }
+            if evaluation.driving { return false }
+            evaluation.driving = true
+            return true
+        }
+        if drive { self.drive(evaluation, onWorker: false) }
+    }
+
+    /// One condition (the usual case): its evaluation state lives in the procedure, and the
+    /// completion captures only the procedure — no evaluation object; a condition that answers
+    /// synchronously (``ClosureCondition``) is asked directly, without a completion.
+    private func evaluateOne(_ condition: any OperationCondition, queue: ConcurrentOperationQueue) -> Bool {
+        if let result = condition._evaluateImmediately(for: self) {
+            return conditionsDecided(result, categories: condition.mutuallyExclusiveCategories, queue: queue, onWorker: true)
+        }
+        condition.evaluate(for: self) { [self] result in singleConditionAnswered(result) }
+        let decided = machine.lock.withLock { () -> ConditionResult? in
+            singleEvaluationStarting = false
+            return singleDecision
+        }
+        guard let decided else { return false }
+        return conditionsDecided(decided, categories: condition.mutuallyExclusiveCategories, queue: queue, onWorker: true)
+    }
+
+    private func singleConditionAnswered(_ result: ConditionResult) {
+        let late = machine.lock.withLock { () -> (any OperationCondition, ConcurrentOperationQueue)? in
+            // A second completion of the condition is ignored; so is one after the procedure
+            // stopped waiting (cancelled).
+            guard singleDecision == nil, procedureLifecycle.state == .evaluatingConditions else { return nil }
+            singleDecision = result
+            guard !singleEvaluationStarting, conditionTotal > 0, let queue = self.queue else { return nil }
+            return (firstCondition, queue)
+        }
+        if let (condition, queue) = late {
+            _ = conditionsDecided(result, categories: condition.mutuallyExclusiveCategories, queue: queue, onWorker: false)
+        }
+    }
+
+    /// The conditions decided. Returns whether the procedure goes on at once (only `onWorker`);
+    /// otherwise it is put back in its queue now or when its categories are granted.
+    fileprivate func conditionsDecided(
+        _ result: ConditionResult, categories: Set<String>, queue: ConcurrentOperationQueue, onWorker: Bool
+    ) -> Bool {
+        let satisfied: Bool
+        if case .satisfied = result { satisfied = true } else { satisfied = false }
+        // `false`: cancelled meanwhile; `cancel` has already put it back in its queue.
+        guard machine.lock.withLock({ procedureLifecycle.conditionsEvaluated(satisfied: satisfied) }) else {
+            return false
+        }
+        switch result {
+        case .failed(let error):
+            // Also cancels the produced dependencies still waiting or running.
+            cancel(with: error)
+        case .ignored:
+            cancel(with: nil)
+        case .satisfied:
+            if !categories.isEmpty && !isCancelled {
+                let owner = ObjectIdentifier(self)
+                machine.lock.withLock { exclusivityRequested = true }
+                let granted = ExclusivityController.request(categories, for: self) {
+                    self.machine.lock.withLock { self.holdsExclusivity = true }
+                    queue.requeue(self)
+                }
+                if granted {
+                    machine.lock.withLock { holdsExclusivity = true }
+                } else {
+                    // Cancelled while the request was being made: `cancel` found nothing to
+                    // withdraw, so withdraw here (at most one of the two succeeds).
+                    guard isCancelled && ExclusivityController.withdraw(owner) else { return false }
+                }
+            }
+        }
+        if onWorker { return true }
+        queue.requeue(self)
+        return false
+    }
+}
