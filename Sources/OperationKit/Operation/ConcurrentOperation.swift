@@ -155,10 +155,22 @@ open class ConcurrentOperation {
         set { machine.lock.withLock { _name = newValue } }
     }
 
-    /// The name, or the type and address when it has none: what errors show.
+    /// The name, or — when it has none — the type and a short id, such as
+    /// `ClosureOperation#3fa2c1`: what errors, logs and `description` show.
+    ///
+    /// The id is six hexadecimal digits taken from the operation's address: the same for as long
+    /// as the operation lives, and different from that of any other operation alive with it
+    /// (short of a rare clash in the digits kept); one that ends may give its id to a later one.
     public var displayName: String {
         if let name { return name }
-        return "\(type(of: self))@\(ObjectIdentifier(self).hashValue)"
+        return "\(type(of: self))#\(shortID)"
+    }
+
+    /// Six hexadecimal digits of the address (heap objects are 16-byte aligned: the low four bits
+    /// are always zero and are left out).
+    var shortID: String {
+        let digits = String((UInt(bitPattern: ObjectIdentifier(self)) >> 4) & 0xFF_FFFF, radix: 16)
+        return String(repeating: "0", count: 6 - digits.count) + digits
     }
 
     /// Whether the operation can start: it has not started, and every dependency has finished (or

@@ -159,10 +159,15 @@ public struct OperationError: Error, Hashable, Sendable, CustomStringConvertible
         self.line = line
     }
 
-    /// The code, the operations involved and the message, on one line.
+    /// The code, the operations involved, the message and the underlying errors, on one line:
+    /// `OperationError.dependenciesFailed [upload]: a dependency failed (underlying: Disk full; …)`.
     public var description: String {
         let names = operationNames.isEmpty ? "" : " [\(operationNames.joined(separator: ", "))]"
-        return "OperationError.\(code)\(names): \(message)"
+        var text = "OperationError.\(code)\(names): \(message)"
+        if !underlyingErrors.isEmpty {
+            text += " (underlying: \(underlyingErrors.map { String(describing: $0) }.joined(separator: "; ")))"
+        }
+        return text
     }
 
     /// Two errors are equal when their codes and operation names are equal.
