@@ -50,9 +50,14 @@ extension Workflow {
     public func outcome(whenCancelled policy: TaskCancellationPolicy) async throws(CancellationError) -> WorkflowOutcome {
         try await WorkflowAwaiting.wait(
             policy: policy,
-            current: { outcomeLocked() },
-            register: { id, continuation in awaiters.insert(continuation, id: id) },
-            withdraw: { [self] id in WorkflowLock.lock.withLock { awaiters.remove(id: id) } },
+            attempt: { id, continuation, stop in
+                lock.withLock {
+                    WorkflowAwaiting.attemptLocked(stopIfCancelled: stop, outcome: outcomeLocked()) {
+                        awaiters.insert(continuation, id: id)
+                    }
+                }
+            },
+            withdraw: { [self] id in lock.withLock { awaiters.remove(id: id) } },
             cancel: { [self] in cancel() }
         )
     }

@@ -141,7 +141,7 @@ extension Workflow {
 
     /// The graph and states, read in one critical section.
     private func snapshot() -> (tasks: [TaskSnapshot], Void) {
-        WorkflowLock.lock.withLock {
+        lock.withLock {
             (tasks.map { task in
                 TaskSnapshot(
                     index: task.index, name: task.name, state: task.lifecycle.state,

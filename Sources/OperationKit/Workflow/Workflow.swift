@@ -15,17 +15,20 @@ import Dispatch
 /// stay pending); a cancelled one cancels them. The workflow has finished when every task without
 /// dependents has finished. It can be cancelled, retried, reset and started again.
 ///
-/// Every method may be called from any thread. All workflows share one lock for their state, and
-/// no code of yours runs under it: hooks, delegates and events are called on the thread that
+/// Every method may be called from any thread. Each workflow has one lock for its state and its
+/// tasks' (a sub-workflow has its own), and no code of yours runs under it: hooks, delegates and events are called on the thread that
 /// caused the change, after it. Tasks hold their workflow weakly; each run's operation holds it
 /// until the run ends, so a running workflow stays alive.
-public final class Workflow: @unchecked Sendable {  // mutable state is protected by `WorkflowLock.lock`
+public final class Workflow: @unchecked Sendable {  // mutable state is protected by `lock`
     /// A name for logs, errors and diagrams.
     public let name: String
     /// The queue the tasks' runs execute on: each run is one operation on it.
     public let queue: ConcurrentOperationQueue
 
-    // protected by WorkflowLock.lock
+    /// The lock of the workflow's state and of its tasks' (WorkflowLock.swift).
+    let lock = WorkflowLock()
+
+    // protected by lock
     var tasks: [WorkflowTask] = []
     var finishedCount = 0
     var failedCount = 0
@@ -92,13 +95,20 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
         if all.contains(where: { $0 === task }) {
             throw OperationError(.dependencyCycle, operations: [task.name, task.name], "a task cannot be its own prerequisite")
         }
-        let refusal: OperationError? = WorkflowLock.lock.withLock {
-            if task.workflow != nil || task.index >= 0 {
-                return OperationError(.taskAlreadyInWorkflow, operations: [task.name], "the task is already in a workflow")
+        let refusal: OperationError? = lock.withLock {
+            // The task moves under this workflow's lock (which is held) unless it is in a
+            // workflow already; from then on this lock guards its fields.
+            var stranger: WorkflowTask?
+            let moved = task.lockPointer.move(to: lock) {
+                stranger = all.first { !$0.isIn(self) }
+                return stranger == nil
             }
-            if let stranger = all.first(where: { $0.workflow !== self }) {
+            if let stranger {
                 return OperationError(.prerequisiteNotInWorkflow, operations: [task.name, stranger.name],
                                       "a prerequisite must be added to \(name) first")
+            }
+            if !moved {
+                return OperationError(.taskAlreadyInWorkflow, operations: [task.name], "the task is already in a workflow")
             }
             task.workflow = self
             task.index = tasks.count
@@ -125,46 +135,46 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
     // MARK: Reading
 
     /// The tasks, in the order they were added.
-    public var allTasks: [WorkflowTask] { WorkflowLock.lock.withLock { tasks } }
+    public var allTasks: [WorkflowTask] { lock.withLock { tasks } }
     /// The tasks without prerequisites.
     public var tasksWithNoPrerequisites: [WorkflowTask] {
-        WorkflowLock.lock.withLock { tasks.filter { $0.prerequisiteIndices.isEmpty } }
+        lock.withLock { tasks.filter { $0.prerequisiteIndices.isEmpty } }
     }
     /// The tasks without dependents: the workflow has finished when they all have.
     public var tasksWithNoDependents: [WorkflowTask] {
-        WorkflowLock.lock.withLock { tasks.filter { $0.dependentIndices.isEmpty } }
+        lock.withLock { tasks.filter { $0.dependentIndices.isEmpty } }
     }
     /// The prerequisites of `task`, keyed ones included: the unkeyed ones in the order given,
     /// then the keyed ones by key, each task once.
     /// - Parameter task: A task of this workflow.
     /// - Returns: Its prerequisites; empty if it has none or is not in this workflow.
     public func prerequisites(of task: WorkflowTask) -> [WorkflowTask] {
-        WorkflowLock.lock.withLock { task.workflow === self ? task.prerequisiteIndices.map { tasks[$0] } : [] }
+        lock.withLock { task.isIn(self) ? task.prerequisiteIndices.map { tasks[$0] } : [] }
     }
     /// The keyed prerequisites of `task`.
     /// - Parameter task: A task of this workflow.
     /// - Returns: Its keyed prerequisites by key; empty if it has none or is not in this workflow.
     public func keyedPrerequisites(of task: WorkflowTask) -> [String: WorkflowTask] {
-        WorkflowLock.lock.withLock { task.workflow === self ? task.keyedPrerequisiteIndices.mapValues { tasks[$0] } : [:] }
+        lock.withLock { task.isIn(self) ? task.keyedPrerequisiteIndices.mapValues { tasks[$0] } : [:] }
     }
     /// The tasks that have `task` as a prerequisite, in the order they were added.
     /// - Parameter task: A task of this workflow.
     /// - Returns: Its direct dependents; empty if it has none or is not in this workflow.
     public func dependents(of task: WorkflowTask) -> [WorkflowTask] {
-        WorkflowLock.lock.withLock { task.workflow === self ? task.dependentIndices.map { tasks[$0] } : [] }
+        lock.withLock { task.isIn(self) ? task.dependentIndices.map { tasks[$0] } : [] }
     }
     /// Whether some task is not finished.
-    public var hasUnfinishedTasks: Bool { WorkflowLock.lock.withLock { finishedCount < tasks.count } }
+    public var hasUnfinishedTasks: Bool { lock.withLock { finishedCount < tasks.count } }
     /// Whether some task is failed.
-    public var hasFailedTasks: Bool { WorkflowLock.lock.withLock { failedCount > 0 } }
+    public var hasFailedTasks: Bool { lock.withLock { failedCount > 0 } }
     /// Whether every task without dependents has finished (an empty workflow has).
-    public var isFinished: Bool { WorkflowLock.lock.withLock { finishedSinkCount == sinkCount } }
+    public var isFinished: Bool { lock.withLock { finishedSinkCount == sinkCount } }
 
     /// The workflow's delegate, held weakly. It is told on the thread that caused the change,
     /// after the workflow's events, the task's hook and the task's delegate, with no lock held.
     public var delegate: (any WorkflowDelegate)? {
-        get { WorkflowLock.lock.withLock { _delegate } }
-        set { WorkflowLock.lock.withLock { _delegate = newValue } }
+        get { lock.withLock { _delegate } }
+        set { lock.withLock { _delegate = newValue } }
     }
 
     /// A new stream of the workflow's events, from now on; each read makes another stream, and
@@ -179,14 +189,14 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
     /// finish.
     public var events: AsyncStream<WorkflowEvent> {
         let (stream, continuation) = AsyncStream.makeStream(of: WorkflowEvent.self)
-        let id = WorkflowLock.lock.withLock {
+        let id = lock.withLock {
             nextStreamID += 1
             streams[nextStreamID] = continuation
             return nextStreamID
         }
         continuation.onTermination = { [weak self] _ in
             guard let self else { return }
-            _ = WorkflowLock.lock.withLock { self.streams.removeValue(forKey: id) }
+            _ = self.lock.withLock { self.streams.removeValue(forKey: id) }
         }
         return stream
     }
@@ -247,7 +257,7 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
     /// Runs `body` under the lock, then performs what it decided without the lock.
     func perform(_ body: (inout WorkflowTransaction) -> Void) {
         var transaction = WorkflowTransaction(workflow: self)
-        WorkflowLock.lock.withLock { body(&transaction) }
+        lock.withLock { body(&transaction) }
         transaction.performEffects()
     }
 

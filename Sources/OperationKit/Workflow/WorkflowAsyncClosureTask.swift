@@ -31,7 +31,7 @@ public final class AsyncClosureTask: WorkflowTask, @unchecked Sendable {
     private let body: @Sendable (WorkflowTaskRun) async throws -> (any Sendable)?
     private let requiredKeys: Set<String>
     private let priority: TaskPriority?
-    // protected by WorkflowLock.lock: the Swift task of each run whose closure has not ended and
+    // protected by `withTaskLock`: the Swift task of each run whose closure has not ended and
     // that has not been cancelled, by run number
     var swiftTasks: [Int: Task<Void, Never>] = [:]
 
@@ -64,7 +64,7 @@ public final class AsyncClosureTask: WorkflowTask, @unchecked Sendable {
     public override func main() {
         let run = currentRun
         let body = body
-        WorkflowLock.lock.withLock {
+        withTaskLock {
             // Checked and recorded in one step with the state: a cancel or reset either comes
             // before (no Swift task starts) or after, and then its hook finds the Swift task.
             // Creating a Swift task only enqueues it: nothing of ours runs under the lock.
@@ -76,7 +76,7 @@ public final class AsyncClosureTask: WorkflowTask, @unchecked Sendable {
                 } catch {
                     result = .failure(error)
                 }
-                _ = WorkflowLock.lock.withLock { swiftTasks.removeValue(forKey: run.number) }
+                _ = withTaskLock { swiftTasks.removeValue(forKey: run.number) }
                 switch result {
                 case .success(let value): run.finish(with: value)
                 case .failure(let error): run.fail(with: error)
@@ -97,7 +97,7 @@ public final class AsyncClosureTask: WorkflowTask, @unchecked Sendable {
 
     /// Cancels the Swift tasks of every run that is no longer current and executing.
     private func cancelEndedRuns() {
-        let ended = WorkflowLock.lock.withLock { () -> [Task<Void, Never>] in
+        let ended = withTaskLock { () -> [Task<Void, Never>] in
             let current = lifecycle.state == .executing ? lifecycle.run : nil
             let ended = swiftTasks.filter { $0.key != current }
             for number in ended.keys { swiftTasks[number] = nil }

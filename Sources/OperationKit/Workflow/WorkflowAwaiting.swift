@@ -4,7 +4,7 @@ import Synchronization
 // The machinery behind awaiting a workflow task's or a workflow's outcome
 // (WorkflowTask+Concurrency.swift, Workflow+Concurrency.swift).
 //
-// An awaiter registers a continuation in the task or workflow, under `WorkflowLock.lock`, unless
+// An awaiter registers a continuation in the task or workflow, under its lock, unless
 // the outcome is already there. Every change to a workflow ends (WorkflowTransaction's
 // `performEffects`, after the hooks and delegates) with `resumeAwaiters()`, which looks at the
 // tasks the change finished, failed or cancelled, the pending tasks behind a task it failed, and
@@ -14,7 +14,7 @@ import Synchronization
 // first removes it under the lock.
 
 /// The continuations waiting for an outcome of one task or workflow, by awaiter id. A field of
-/// the task or workflow, protected by `WorkflowLock.lock`.
+/// the task or workflow, protected by its lock (the task's is its workflow's once added).
 struct WorkflowAwaiters<Outcome: Sendable> {
     /// Resumed with the outcome, or with `nil` when the awaiter stopped waiting.
     typealias Continuation = CheckedContinuation<Outcome?, Never>
@@ -49,8 +49,10 @@ struct WorkflowAwaiters<Outcome: Sendable> {
 
 enum WorkflowAwaiting {
     /// How many continuations are registered, in all workflows. A change looks for awaiters to
-    /// resume only when there are some. Changed under `WorkflowLock.lock`, and read after a change
-    /// has released it, so a registration made before the change is always seen.
+    /// resume only when there are some. Changed under the lock of the task or workflow awaited,
+    /// and read after a change has released its workflow's lock, so a registration made before
+    /// the change is always seen (a task's registration made before it was added is ordered
+    /// before the move, which takes the task's own lock, then before the change).
     static let registered = Atomic<Int>(0)
     private static let lastID = Atomic<Int>(0)
 
@@ -58,8 +60,9 @@ enum WorkflowAwaiting {
     ///
     /// - Parameters:
     ///   - policy: What the cancellation of the calling task does.
-    ///   - current: Under the lock: the outcome if it has come.
-    ///   - register: Under the lock: stores the continuation under the id.
+    ///   - attempt: Takes the lock of the task or workflow awaited and, under it, calls
+    ///     ``attemptLocked(stopIfCancelled:outcome:register:)`` with the outcome if it has come
+    ///     and the registration of the continuation under the id.
     ///   - withdraw: Takes the lock and removes the continuation with the id, if still there.
     ///   - cancel: Cancels the awaited work (``TaskCancellationPolicy/cancelAndWait``).
     /// - Returns: The outcome.
@@ -67,8 +70,7 @@ enum WorkflowAwaiting {
     ///   ``TaskCancellationPolicy/stopWaiting``.
     static func wait<Outcome: Sendable>(
         policy: TaskCancellationPolicy,
-        current: () -> Outcome?,
-        register: (_ id: Int, _ continuation: CheckedContinuation<Outcome?, Never>) -> Void,
+        attempt: (_ id: Int, _ continuation: CheckedContinuation<Outcome?, Never>, _ stopIfCancelled: Bool) -> Outcome??,
         withdraw: @escaping @Sendable (_ id: Int) -> CheckedContinuation<Outcome?, Never>?,
         cancel: @escaping @Sendable () -> Void
     ) async throws(CancellationError) -> Outcome {
@@ -76,12 +78,12 @@ enum WorkflowAwaiting {
         let outcome: Outcome?
         switch policy {
         case .keepWaiting:
-            outcome = await waitOnce(id: id, stopIfCancelled: false, current: current, register: register)
+            outcome = await waitOnce(id: id, stopIfCancelled: false, attempt: attempt)
         case .stopWaiting:
             // The cancellation flag is set before the handler runs: either the handler finds the
             // continuation registered and withdraws it, or the registration sees the flag.
             outcome = await withTaskCancellationHandler {
-                await waitOnce(id: id, stopIfCancelled: true, current: current, register: register)
+                await waitOnce(id: id, stopIfCancelled: true, attempt: attempt)
             } onCancel: {
                 withdraw(id)?.resume(returning: nil)
             }
@@ -89,7 +91,7 @@ enum WorkflowAwaiting {
             // A cancel runs the workflow's events, hooks and delegates on the calling thread; it is
             // made on a Dispatch queue rather than inside the cancelling thread's handler.
             outcome = await withTaskCancellationHandler {
-                await waitOnce(id: id, stopIfCancelled: false, current: current, register: register)
+                await waitOnce(id: id, stopIfCancelled: false, attempt: attempt)
             } onCancel: {
                 DispatchQueue.global().async { cancel() }
             }
@@ -101,19 +103,25 @@ enum WorkflowAwaiting {
     private static func waitOnce<Outcome: Sendable>(
         id: Int,
         stopIfCancelled: Bool,
-        current: () -> Outcome?,
-        register: (Int, CheckedContinuation<Outcome?, Never>) -> Void
+        attempt: (Int, CheckedContinuation<Outcome?, Never>, Bool) -> Outcome??
     ) async -> Outcome? {
         await withCheckedContinuation { (continuation: CheckedContinuation<Outcome?, Never>) in
-            let now: Outcome?? = WorkflowLock.lock.withLock {
-                if stopIfCancelled && Task.isCancelled { return .some(nil) }
-                if let outcome = current() { return .some(outcome) }
-                register(id, continuation)
-                return .none
-            }
+            let now = attempt(id, continuation, stopIfCancelled)
             // We must not resume the continuation while holding the lock.
             if let now { continuation.resume(returning: now) }
         }
+    }
+
+    /// Under the lock of the task or workflow awaited: `.some(nil)` if the awaiter stops because
+    /// its Swift task is cancelled, `.some(outcome)` if the outcome has come; otherwise registers
+    /// the continuation and returns `.none`.
+    static func attemptLocked<Outcome>(
+        stopIfCancelled: Bool, outcome: @autoclosure () -> Outcome?, register: () -> Void
+    ) -> Outcome?? {
+        if stopIfCancelled && Task.isCancelled { return .some(nil) }
+        if let outcome = outcome() { return .some(outcome) }
+        register()
+        return .none
     }
 }
 
@@ -217,7 +225,7 @@ extension WorkflowTransaction {
     func resumeAwaiters() {
         guard WorkflowAwaiting.registered.load(ordering: .relaxed) > 0 else { return }
         var resumptions: [() -> Void] = []
-        WorkflowLock.lock.withLock {
+        workflow.lock.withLock {
             for effect in effects {
                 switch effect {
                 case .finished(let task, _), .cancelled(let task):
@@ -238,7 +246,7 @@ extension WorkflowTransaction {
     /// Under the lock: the awaiters of the pending tasks that depend on `failed`, directly or
     /// through pending tasks.
     private func takeBlockedAwaitersLocked(behind failed: WorkflowTask, into resumptions: inout [() -> Void]) {
-        guard failed.workflow === workflow else { return }
+        guard failed.isIn(workflow) else { return }
         var visited: Set<Int> = [failed.index]
         var queue = failed.dependentIndices
         var next = 0

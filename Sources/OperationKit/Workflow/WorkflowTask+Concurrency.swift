@@ -55,9 +55,14 @@ extension WorkflowTask {
         defer { withExtendedLifetime(workflow) {} }
         return try await WorkflowAwaiting.wait(
             policy: policy,
-            current: { outcomeLocked() },
-            register: { id, continuation in awaiters.insert(continuation, id: id) },
-            withdraw: { [self] id in WorkflowLock.lock.withLock { awaiters.remove(id: id) } },
+            attempt: { id, continuation, stop in
+                withTaskLock {
+                    WorkflowAwaiting.attemptLocked(stopIfCancelled: stop, outcome: outcomeLocked()) {
+                        awaiters.insert(continuation, id: id)
+                    }
+                }
+            },
+            withdraw: { [self] id in withTaskLock { awaiters.remove(id: id) } },
             cancel: { [self] in cancel() }
         )
     }

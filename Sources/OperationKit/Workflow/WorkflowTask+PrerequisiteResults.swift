@@ -8,7 +8,7 @@ extension WorkflowTask {
     /// ``allPrerequisiteResults``; `nil` if none has one. Meant for a task with a single
     /// prerequisite.
     public var anyPrerequisiteResult: (any Sendable)? {
-        WorkflowLock.lock.withLock { prerequisites().lazy.compactMap { $0._result }.first }
+        withTaskLock { prerequisites().lazy.compactMap { $0._result }.first }
     }
 
     /// The results of all prerequisites, keyed and unkeyed, that have one: the unkeyed ones in the
@@ -16,13 +16,13 @@ extension WorkflowTask {
     /// keyed ones by key, each task once. A prerequisite that finished with `nil` (or has not
     /// finished) is left out.
     public var allPrerequisiteResults: [any Sendable] {
-        WorkflowLock.lock.withLock { prerequisites().compactMap { $0._result } }
+        withTaskLock { prerequisites().compactMap { $0._result } }
     }
 
     /// The results of the unkeyed prerequisites that have one, in the order they were given. A
     /// task given both unkeyed and under a key counts as keyed.
     public var allUnkeyedPrerequisiteResults: [any Sendable] {
-        WorkflowLock.lock.withLock {
+        withTaskLock {
             let keyed = Set(keyedPrerequisiteIndices.values)
             return prerequisiteIndices.filter { !keyed.contains($0) }.compactMap { task(at: $0)?._result }
         }
@@ -30,7 +30,7 @@ extension WorkflowTask {
 
     /// The results of the keyed prerequisites, by key (keys whose task has no result are left out).
     public var keyedPrerequisiteResults: [String: any Sendable] {
-        WorkflowLock.lock.withLock {
+        withTaskLock {
             keyedPrerequisiteIndices.compactMapValues { task(at: $0)?._result }
         }
     }
@@ -40,7 +40,7 @@ extension WorkflowTask {
     ///   ``Workflow/add(_:prerequisites:keyedPrerequisites:)``.
     /// - Returns: Its result, or `nil` if no prerequisite has that key or it has no result.
     public func prerequisiteResult(forKey key: String) -> (any Sendable)? {
-        WorkflowLock.lock.withLock { keyedPrerequisiteIndices[key].flatMap { task(at: $0)?._result } }
+        withTaskLock { keyedPrerequisiteIndices[key].flatMap { task(at: $0)?._result } }
     }
 
     /// The result of the prerequisite added under `key`, if it has type `T`.
@@ -56,6 +56,6 @@ extension WorkflowTask {
     /// The prerequisites that have a result, each with its result, in the order of
     /// ``allPrerequisiteResults``.
     public var prerequisiteResultsByTask: [(task: WorkflowTask, result: any Sendable)] {
-        WorkflowLock.lock.withLock { prerequisites().compactMap { task in task._result.map { (task, $0) } } }
+        withTaskLock { prerequisites().compactMap { task in task._result.map { (task, $0) } } }
     }
 }

@@ -1,5 +1,5 @@
 // WorkflowTask: one re-runnable step of a workflow — its state, the hooks for subclasses, reading
-// and control — and WorkflowTaskRun, the operation that runs it, and the workflow lock.
+// and control — and WorkflowTaskRun and the operation that runs it.
 
 import Dispatch
 
@@ -31,11 +31,14 @@ import Dispatch
 /// The workflow's events, the hooks (``didFinish(with:)`` and the others), the ``delegate`` and
 /// the workflow's delegate are called in that order, on the thread that caused the change, after
 /// it, with no lock held. A task holds its workflow weakly (a run in progress keeps it alive).
-open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by `WorkflowLock.lock`
+open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by `withTaskLock`
     /// A name for logs, errors and diagrams.
     public let name: String
 
-    // MARK: State (all protected by WorkflowLock.lock)
+    /// The lock that guards the task's state: its own, then its workflow's (WorkflowLock.swift).
+    let lockPointer = WorkflowTaskLockPointer()
+
+    // MARK: State (all protected by `withTaskLock`, which is the workflow's lock once added)
 
     var lifecycle = WorkflowTaskLifecycle()
     /// The workflow the task belongs to, and its index there.
@@ -111,22 +114,22 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     // MARK: Reading
 
     /// The task's state.
-    public var state: WorkflowTaskState { WorkflowLock.lock.withLock { lifecycle.state } }
+    public var state: WorkflowTaskState { withTaskLock { lifecycle.state } }
     /// The result of the last run that finished, until the task is reset or retried; `nil` before.
-    public var result: (any Sendable)? { WorkflowLock.lock.withLock { _result } }
+    public var result: (any Sendable)? { withTaskLock { _result } }
     /// The error of the last run that failed, until the task is reset or retried; `nil` before.
-    public var error: (any Error)? { WorkflowLock.lock.withLock { _error } }
+    public var error: (any Error)? { withTaskLock { _error } }
     /// When the last run finished or failed, on the continuous clock; `nil` before, and after a
     /// reset or retry.
-    public var finishTime: ContinuousClock.Instant? { WorkflowLock.lock.withLock { _finishTime } }
+    public var finishTime: ContinuousClock.Instant? { withTaskLock { _finishTime } }
     /// The workflow the task was added to; `nil` before it is added, and once that workflow has
     /// been released (a task holds its workflow weakly).
-    public var containingWorkflow: Workflow? { WorkflowLock.lock.withLock { workflow } }
+    public var containingWorkflow: Workflow? { withTaskLock { workflow } }
     /// The task's delegate, held weakly. It is told on the thread that caused the change, after
     /// the workflow's events and the task's hook, with no lock held.
     public var delegate: (any WorkflowTaskDelegate)? {
-        get { WorkflowLock.lock.withLock { _delegate } }
-        set { WorkflowLock.lock.withLock { _delegate = newValue } }
+        get { withTaskLock { _delegate } }
+        set { withTaskLock { _delegate = newValue } }
     }
 
     /// The current (or last) run, whose ``WorkflowTaskRun/finish(with:)`` and
@@ -141,7 +144,7 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
         // Inside `main()` (on the thread running it), the run being executed: the task may have
         // been reset and started again since that run's operation began.
         if let number = executingRunNumber { return WorkflowTaskRun(task: self, number: number) }
-        return WorkflowTaskRun(task: self, number: WorkflowLock.lock.withLock { lifecycle.run })
+        return WorkflowTaskRun(task: self, number: withTaskLock { lifecycle.run })
     }
 
     /// The number of the run whose `main()` this thread is executing, if it executes one of this
@@ -229,7 +232,20 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     func cancelPassedOn() {}
 
     /// The workflow, read under the lock (it is set when the task is added).
-    var attachedWorkflow: Workflow? { WorkflowLock.lock.withLock { workflow } }
+    var attachedWorkflow: Workflow? { withTaskLock { workflow } }
+
+    /// Runs `body` under the lock that guards the task: its own while it is in no workflow, its
+    /// workflow's once added (the two are told apart safely during the move; WorkflowLock.swift).
+    @inline(__always)
+    func withTaskLock<Result>(_ body: () throws -> Result) rethrows -> Result {
+        try lockPointer.withLock(body)
+    }
+
+    /// Under `workflow`'s lock: whether the task is in that workflow. Safe for any task, also one
+    /// of another workflow, whose fields this lock does not guard.
+    func isIn(_ workflow: Workflow) -> Bool {
+        lockPointer.lock === workflow.lock
+    }
 
     /// Under the lock: the prerequisite tasks.
     func prerequisites() -> [WorkflowTask] {
@@ -294,7 +310,7 @@ final class WorkflowRunOperation: ConcurrentOperation, @unchecked Sendable {
     }
 
     override func execute() {
-        let current = WorkflowLock.lock.withLock { task.lifecycle.state == .executing && task.lifecycle.run == run }
+        let current = workflow.lock.withLock { task.lifecycle.state == .executing && task.lifecycle.run == run }
         guard current else {
             finish()
             return
@@ -306,10 +322,3 @@ final class WorkflowRunOperation: ConcurrentOperation, @unchecked Sendable {
 /// The run operation whose task's `main()` runs on this thread: `currentRun`, `finish(with:)` and
 /// `fail(with:)` called there belong to that run, not to a newer one.
 let ExecutingRun = ThreadLocalReference<WorkflowRunOperation>()
-
-/// The one lock of all workflows: every task's state, every workflow's structure. Transitions
-/// propagate along prerequisites, so one lock keeps a whole graph consistent; no user code runs
-/// under it.
-enum WorkflowLock {
-    static let lock = Lock()
-}

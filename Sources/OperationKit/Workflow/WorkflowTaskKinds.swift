@@ -95,11 +95,11 @@ public final class MethodTask<Target: AnyObject & Sendable>: WorkflowTask, @unch
 /// input.fulfill(with: answer)  // input is retried and finishes with answer; request runs
 /// ```
 public final class ExternalConditionTask: WorkflowTask, @unchecked Sendable {
-    // protected by WorkflowLock.lock
+    // protected by `withTaskLock`
     private var fulfilment: (value: (any Sendable)?, Void)?
 
     /// Whether the condition has been fulfilled (since the last reset).
-    public var isFulfilled: Bool { WorkflowLock.lock.withLock { fulfilment != nil } }
+    public var isFulfilled: Bool { withTaskLock { fulfilment != nil } }
 
     /// Fulfils the condition with `value`. Only the first fulfilment counts (until a reset).
     ///
@@ -109,7 +109,7 @@ public final class ExternalConditionTask: WorkflowTask, @unchecked Sendable {
     /// finishes with it, or it has already failed and this call retries it.
     /// - Parameter value: The task's result once it runs.
     public func fulfill(with value: (any Sendable)?) {
-        let state = WorkflowLock.lock.withLock { () -> WorkflowTaskState? in
+        let state = withTaskLock { () -> WorkflowTaskState? in
             guard fulfilment == nil else { return nil }
             fulfilment = (value, ())
             return lifecycle.state
@@ -161,7 +161,7 @@ public final class SubworkflowTask: WorkflowTask, @unchecked Sendable {
     /// The workflow this task runs.
     public let subworkflow: Workflow
     private let listenerID: Int
-    // protected by WorkflowLock.lock: this task is cancelled because a sub-task was, so the
+    // protected by `withTaskLock`: this task is cancelled because a sub-task was, so the
     // sub-workflow is left as it is
     private var cancellingSelfOnly = false
 
@@ -171,26 +171,27 @@ public final class SubworkflowTask: WorkflowTask, @unchecked Sendable {
     ///   - subworkflow: The workflow to run as one step, held strongly.
     public init(name: String, subworkflow: Workflow) {
         self.subworkflow = subworkflow
-        listenerID = WorkflowLock.lock.withLock {
+        listenerID = subworkflow.lock.withLock {
             subworkflow.nextStreamID += 1
             return subworkflow.nextStreamID
         }
         super.init(name: name)
         let id = listenerID
-        WorkflowLock.lock.withLock {
+        subworkflow.lock.withLock {
             subworkflow.listeners[id] = { [weak self] event in self?.subworkflowEvent(event) }
         }
     }
 
-    // No deinit removing the listener: a deinit may run under `WorkflowLock.lock` (when the last
-    // reference goes while the lock is held), which it would then take again. The listener holds
+    // No deinit removing the listener: a deinit may run under the sub-workflow's lock (when the
+    // last reference goes while the lock is held), which it would then take again. The listener holds
     // this task weakly, so after the task is gone it does nothing.
 
     /// Finishes, fails or cancels the task from the sub-workflow's state, or starts the
     /// sub-workflow (see ``SubworkflowTask``).
     public override func main() {
         let run = currentRun
-        let (unfinished, failure, cancelled) = WorkflowLock.lock.withLock { () -> (Bool, (any Error)?, Bool) in
+        // Under the sub-workflow's lock only: this task's own workflow lock is not held here.
+        let (unfinished, failure, cancelled) = subworkflow.lock.withLock { () -> (Bool, (any Error)?, Bool) in
             let tasks = subworkflow.tasks
             let failed = tasks.filter { $0.lifecycle.state == .failed }
                 .min { ($0._finishTime ?? .now) < ($1._finishTime ?? .now) }
@@ -239,7 +240,7 @@ public final class SubworkflowTask: WorkflowTask, @unchecked Sendable {
 
     /// Cancels the sub-workflow, unless the cancel came from one of its tasks.
     public override func didCancel() {
-        let selfOnly = WorkflowLock.lock.withLock {
+        let selfOnly = withTaskLock {
             defer { cancellingSelfOnly = false }
             return cancellingSelfOnly
         }

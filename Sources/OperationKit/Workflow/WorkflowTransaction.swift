@@ -1,4 +1,4 @@
-/// One change to a workflow: decided under `WorkflowLock.lock` (the `mutating func`s), then
+/// One change to a workflow: decided under the workflow's lock (the `mutating func`s), then
 /// performed without it (``performEffects()``): first every event, then the hooks and
 /// delegates, each pass in the order decided; then the new runs are queued and, last, the
 /// operations of the ended runs finish.
@@ -253,7 +253,7 @@ struct WorkflowTransaction {
     }
 
     private func tell(_ event: WorkflowEvent) {
-        let (_, streams, listeners) = WorkflowLock.lock.withLock { workflow.receivers() }
+        let (_, streams, listeners) = workflow.lock.withLock { workflow.receivers() }
         for stream in streams { stream.yield(event) }
         for listener in listeners { listener(event) }
     }

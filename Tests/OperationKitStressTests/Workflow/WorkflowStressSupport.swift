@@ -227,6 +227,11 @@ final class WorkflowRunTracker: Sendable {
     /// queues are empty (a state that lasts, as long as the test's own threads call nothing).
     /// `false` on timeout.
     func settle(_ queues: ConcurrentOperationQueue...) -> Bool {
+        settle(all: queues)
+    }
+
+    /// ``settle(_:)`` for an array of queues.
+    func settle(all queues: [ConcurrentOperationQueue]) -> Bool {
         closeParking()
         let deadline = stressDeadline()
         while ContinuousClock.now < deadline {

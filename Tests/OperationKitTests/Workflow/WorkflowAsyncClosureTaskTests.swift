@@ -50,7 +50,7 @@ struct WorkflowAsyncClosureTaskTests {
         #expect(task.state == .cancelled)
         #expect(await drained(workflow.queue))
         #expect(task.result == nil, "the cancelled run's late return is ignored")
-        #expect(WorkflowLock.lock.withLock { task.swiftTasks.count } == 0)
+        #expect(task.withTaskLock { task.swiftTasks.count } == 0)
     }
 
     @Test("a reset of an executing task cancels the Swift task too")

@@ -9,12 +9,12 @@ import Testing
 
 /// How many Swift tasks await `task` (registered continuations).
 func awaiterCount(_ task: WorkflowTask) -> Int {
-    WorkflowLock.lock.withLock { task.awaiters.count }
+    task.withTaskLock { task.awaiters.count }
 }
 
 /// How many Swift tasks await `workflow` (registered continuations).
 func awaiterCount(_ workflow: Workflow) -> Int {
-    WorkflowLock.lock.withLock { workflow.awaiters.count }
+    workflow.lock.withLock { workflow.awaiters.count }
 }
 
 /// Whether `condition` becomes true within `timeout`, checked between yields. For states that

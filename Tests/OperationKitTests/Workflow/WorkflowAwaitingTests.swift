@@ -70,7 +70,7 @@ struct WorkflowAwaitingTests {
         #expect(b.state == .pending && c.state == .pending)
         #expect(slow.state == .finished)
         #expect(describeOutcome(await workflow.outcome) == "failed(A: W1)")
-        #expect(WorkflowLock.lock.withLock { workflow.executingCount } == 0)
+        #expect(workflow.lock.withLock { workflow.executingCount } == 0)
 
         // run() does not retry: on the failed workflow it reports the failure again.
         await #expect(throws: OperationError.self) { try await workflow.run() }
@@ -90,7 +90,7 @@ struct WorkflowAwaitingTests {
         workflow.cancel()
         #expect((await awaitEnd(of: running)?.failureValue as? OperationError)?.code == .cancelled)
         #expect(describeOutcome(await workflow.outcome) == "cancelled(A, B)")
-        #expect(WorkflowLock.lock.withLock { workflow.executingCount } == 0)
+        #expect(workflow.lock.withLock { workflow.executingCount } == 0)
     }
 
     @Test("keepWaiting: cancelling the awaiting Swift task changes nothing")

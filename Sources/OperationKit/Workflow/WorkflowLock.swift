@@ -1,0 +1,84 @@
+// The workflow locks: one per workflow, guarding its structure and the state of its tasks, and
+// the way a task finds the lock that guards it — its own before it is added, its workflow's after.
+
+import Synchronization
+
+/// The lock of one workflow: its structure and counts, and every field of its tasks. A task in no
+/// workflow has one of its own (``WorkflowTask/withTaskLock(_:)``).
+///
+/// Two workflows never share a lock, and no code takes two workflow locks at once, except
+/// ``Workflow/add(_:prerequisites:keyedPrerequisites:)``, which takes the task's own lock inside
+/// the workflow's to move the task in; nothing takes a task's own lock and then another, so the
+/// order cannot deadlock. A sub-workflow has its own lock: what a ``SubworkflowTask`` does to its
+/// sub-workflow (start, cancel, retry, reset, reading its state) happens with no other workflow
+/// lock held — in the effects of a change, after the change released its lock.
+final class WorkflowLock: Sendable {
+    private let mutex = Lock()
+
+    @inline(__always)
+    func lock() { mutex.lock() }
+
+    @inline(__always)
+    func unlock() { mutex.unlock() }
+
+    /// Runs `body` with the lock held and returns its result. No code of users runs under it.
+    @inline(__always)
+    func withLock<Result>(_ body: () throws -> Result) rethrows -> Result {
+        mutex.lock()
+        defer { mutex.unlock() }
+        return try body()
+    }
+}
+
+/// Which lock guards a task: its own until it is added to a workflow, then its workflow's, for
+/// good. The task holds both strongly (the workflow's through a retain taken by the move and
+/// given back by `deinit`), so the lock it points to lives as long as the task.
+struct WorkflowTaskLockPointer: ~Copyable {
+    /// The task's own lock, guarding it while it is in no workflow.
+    let own = WorkflowLock()
+    /// The lock that guards the task now: `own`, then its workflow's (retained).
+    private let current: Atomic<Unmanaged<WorkflowLock>>
+
+    init() {
+        current = Atomic(Unmanaged.passUnretained(own))
+    }
+
+    deinit {
+        let lock = current.load(ordering: .acquiring)
+        if lock.takeUnretainedValue() !== own { lock.release() }
+    }
+
+    /// The lock that guards the task now. Under the workflow's lock, comparing it with that lock
+    /// tells whether the task is in that workflow (it changes only under its new lock).
+    var lock: WorkflowLock {
+        current.load(ordering: .acquiring).takeUnretainedValue()
+    }
+
+    /// Runs `body` under the lock that guards the task. A lock read before the task moved is
+    /// re-checked once held: the move happens under the task's own lock, so once that lock is
+    /// held the pointer is either still `own` (the move has not begun) or has moved (try again
+    /// with the workflow's lock, which never changes).
+    @inline(__always)
+    func withLock<Result>(_ body: () throws -> Result) rethrows -> Result {
+        while true {
+            let lock = current.load(ordering: .acquiring).takeUnretainedValue()
+            lock.lock()
+            if current.load(ordering: .relaxed).takeUnretainedValue() === lock {
+                defer { lock.unlock() }
+                return try body()
+            }
+            lock.unlock()
+        }
+    }
+
+    /// Under the workflow's lock `lock`: moves the task under it, unless it was already moved
+    /// (added to a workflow before). Takes the task's own lock inside the workflow's, so a reader
+    /// holding the own lock never sees a half-done move.
+    func move(to lock: WorkflowLock, _ prepare: () -> Bool) -> Bool {
+        own.lock()
+        defer { own.unlock() }
+        guard current.load(ordering: .relaxed).takeUnretainedValue() === own, prepare() else { return false }
+        current.store(Unmanaged.passRetained(lock), ordering: .releasing)
+        return true
+    }
+}
