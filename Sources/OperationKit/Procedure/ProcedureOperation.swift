@@ -74,17 +74,17 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     @exclusivity(unchecked) var conditionExtras: ConditionExtras?
     /// Who delivers the events, and those waiting for delivery.
     @exclusivity(unchecked) var eventDelivery = EventDelivery.idle
+    /// The evaluation of the conditions, while it runs (see `evaluateOne`, `drive`).
+    @exclusivity(unchecked) var conditionProgress = ConditionProgress.none
+    /// See `performExecute`. Not under the lock: written in the start step, read by that thread.
+    @exclusivity(unchecked) var startedInBaseStep: Start?
     /// Whether did execute was told (or queued). Written under the lock; read without it too (it
     /// only ever becomes `true`).
     let didExecuteTold = Atomic<Bool>(false)
     /// See `didComplete`. Not under the lock: written in the finish step, read by the same thread.
     @exclusivity(unchecked) var finishedDirectly: DirectFinish?
-    /// The evaluation of the conditions, while it runs (see `evaluateOne`, `drive`).
-    @exclusivity(unchecked) var conditionProgress = ConditionProgress.none
     /// `produce(_:)` calls adding their operation now; a finish meanwhile waits for them.
     @exclusivity(unchecked) var produceProgress = ProduceProgress.none
-    /// See `performExecute`. Not under the lock: written in the start step, read by that thread.
-    @exclusivity(unchecked) var startedInBaseStep: Start?
 
     /// Creates a procedure. Subclasses override ``ConcurrentOperation/execute()``.
     ///
@@ -233,17 +233,22 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
 
     /// The procedure's start, made in the base operation's start step (see
     /// `didStartExecutingLocked`) and taken by `performExecute` right after, on the same thread.
-    struct Start {
-        // (In this order: the action fits in the disposition's padding.)
-        var willExecute: EventDisposition?
-        var action: ProcedureLifecycle.StartAction
+    /// (An enum: the action shares the disposition's tag byte.)
+    enum Start {
+        case execute(willExecute: EventDisposition)
+        case finishWithoutExecuting
+        case refuse
     }
 
     /// Under `machine.lock`: the procedure starts in the same step as the base operation — the
     /// state change and will execute queued together, so no event overtakes it.
     private func startLocked() -> Start {
         let action = procedureLifecycle.start()
-        return Start(willExecute: action == .execute ? enqueueEventLocked(.willExecute, waitForDelivery: true) : nil, action: action)
+        switch action {
+        case .execute: return .execute(willExecute: enqueueEventLocked(.willExecute, waitForDelivery: true))
+        case .finishWithoutExecuting: return .finishWithoutExecuting
+        case .refuse: return .refuse
+        }
     }
 
     override func didStartExecutingLocked() {
@@ -254,13 +259,12 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
         // Made in the base operation's start step on this thread (only this thread touches it
         // until the procedure has executed).
         let start = startedInBaseStep.take() ?? machine.lock.withLock { startLocked() }
-        let (action, willExecute) = (start.action, start.willExecute)
-        switch action {
-        case .execute:
+        switch start {
+        case .execute(let willExecute):
             var state: ProcedureState?
             if case .skipped = willExecute {
                 state = .executing
-            } else if let willExecute {
+            } else {
                 state = handle(willExecute, delivering: .willExecute, then: .nothing)
             }
             // A stray finish() while will execute was delivered: the work does not run. (`state`

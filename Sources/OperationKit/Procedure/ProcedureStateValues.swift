@@ -7,46 +7,62 @@
 // is delivered, a finish waiting for no produce, a decision without an evaluation…).
 
 /// Who delivers a procedure's events: nobody, or one thread, which also delivers the events raised
-/// meanwhile (`pending`) and, once did finish was queued, lets go of the observers (`releaseAfter`).
+/// meanwhile (`pending`) and — once did finish was queued (`deliveringThenRelease`) — lets go of
+/// the observers when it is done. (Two cases rather than a flag: the enum stays two words.)
 enum EventDelivery {
     case idle
-    case delivering(thread: ThreadIdentity, pending: [PendingEvent], releaseAfter: Bool)
+    case delivering(thread: ThreadIdentity, pending: [PendingEvent])
+    case deliveringThenRelease(thread: ThreadIdentity, pending: [PendingEvent])
 
     var isDelivering: Bool {
-        if case .delivering = self { return true }
-        return false
+        if case .idle = self { return false }
+        return true
     }
 
     /// Whether the calling thread is the one delivering.
     var isDeliveringOnCurrentThread: Bool {
-        if case .delivering(let thread, _, _) = self { return thread.isCurrent() }
-        return false
+        switch self {
+        case .idle: false
+        case .delivering(let thread, _), .deliveringThenRelease(let thread, _): thread.isCurrent()
+        }
     }
 
     /// A thread raises an event: if nothing is being delivered it delivers it, and becomes the
     /// delivering thread (returns `true`); otherwise the event must be queued with ``enqueue(_:)``.
-    mutating func begin(on thread: ThreadIdentity) -> Bool {
+    mutating func begin(on thread: @autoclosure () -> ThreadIdentity) -> Bool {
         guard case .idle = self else { return false }
-        self = .delivering(thread: thread, pending: [], releaseAfter: false)
+        self = .delivering(thread: thread(), pending: [])
         return true
     }
 
     /// Queues an event for the thread delivering.
     mutating func enqueue(_ event: PendingEvent) {
-        guard case .delivering(let thread, var pending, let releaseAfter) = self else {
+        switch self {
+        case .idle:
             preconditionFailure("Internal inconsistency: an event queued while none is being delivered")
+        case .delivering(let thread, var pending):
+            self = .idle  // the array is uniquely referenced again: appended in place
+            pending.append(event)
+            self = .delivering(thread: thread, pending: pending)
+        case .deliveringThenRelease(let thread, var pending):
+            self = .idle
+            pending.append(event)
+            self = .deliveringThenRelease(thread: thread, pending: pending)
         }
-        self = .idle  // the array is uniquely referenced again: appended in place
-        pending.append(event)
-        self = .delivering(thread: thread, pending: pending, releaseAfter: releaseAfter)
     }
 
     /// Did finish was queued: the thread delivering lets go of the observers once it is done.
     /// Returns `false` if nothing is being delivered (the caller lets go itself).
     mutating func releaseAfterDelivery() -> Bool {
-        guard case .delivering(let thread, let pending, _) = self else { return false }
-        self = .delivering(thread: thread, pending: pending, releaseAfter: true)
-        return true
+        switch self {
+        case .idle:
+            return false
+        case .delivering(let thread, let pending):
+            self = .deliveringThenRelease(thread: thread, pending: pending)
+            return true
+        case .deliveringThenRelease:
+            return true
+        }
     }
 
     enum Next {
@@ -59,33 +75,45 @@ enum EventDelivery {
     /// The thread delivering asks for the next event, in the order they were raised; when none is
     /// left the delivery ends.
     mutating func next() -> Next {
-        guard case .delivering(let thread, var pending, let releaseAfter) = self else {
+        let release: Bool
+        let thread: ThreadIdentity
+        var pending: [PendingEvent]
+        switch self {
+        case .idle:
             preconditionFailure("Internal inconsistency: next event asked while none is being delivered")
-        }
-        if pending.isEmpty {
-            self = .idle
-            return .ended(release: releaseAfter)
+        case .delivering(let current, let queued):
+            (release, thread, pending) = (false, current, queued)
+        case .deliveringThenRelease(let current, let queued):
+            (release, thread, pending) = (true, current, queued)
         }
         self = .idle
+        if pending.isEmpty { return .ended(release: release) }
         let first = pending.removeFirst()
-        self = .delivering(thread: thread, pending: pending, releaseAfter: releaseAfter)
+        self = release ? .deliveringThenRelease(thread: thread, pending: pending) : .delivering(thread: thread, pending: pending)
         return .deliver(first)
     }
 }
 
 /// The evaluation of a procedure's conditions: none running; one condition (the usual case: its
-/// state lives here, no evaluation object) — the worker still starting it or not, its answer if it
-/// came; several (or one behind a gate), driven by a ``ConditionEvaluation``; or decided.
+/// state lives here, no evaluation object) — the worker still starting it, with its answer if it
+/// came meanwhile, or started; several (or one behind a gate), driven by a
+/// ``ConditionEvaluation``; or decided. (The worker's "starting" is in the cases, not a flag: one
+/// word.)
 enum ConditionProgress {
     case none
-    case one(decision: ConditionResult?, starting: Bool)
+    /// The worker is starting the single condition; no answer yet.
+    case oneStarting
+    /// The single condition answered while the worker was still starting it.
+    case oneAnsweredWhileStarting(ConditionResult)
+    /// The worker has started the single condition; no answer yet.
+    case oneStarted
     case several(ConditionEvaluation)
     /// Decided (one condition): later answers are ignored.
     case decided
 
     /// The worker starts evaluating a single condition.
     mutating func beginOne() {
-        self = .one(decision: nil, starting: true)
+        self = .oneStarting
     }
 
     /// The worker has started the single condition. Returns its answer if it came meanwhile (the
@@ -93,13 +121,16 @@ enum ConditionProgress {
     /// (Nothing is returned if the procedure let go of its conditions meanwhile: cancelled and
     /// finished by another worker while this one was starting the condition.)
     mutating func startedOne() -> ConditionResult? {
-        guard case .one(let decision, true) = self else { return nil }
-        if let decision {
+        switch self {
+        case .oneStarting:
+            self = .oneStarted
+            return nil
+        case .oneAnsweredWhileStarting(let decision):
             self = .decided
             return decision
+        case .none, .oneStarted, .several, .decided:
+            return nil
         }
-        self = .one(decision: nil, starting: false)
-        return nil
     }
 
     enum Answer: Equatable {
@@ -113,13 +144,16 @@ enum ConditionProgress {
 
     /// The single condition answered.
     mutating func answeredOne(_ result: ConditionResult) -> Answer {
-        guard case .one(nil, let starting) = self else { return .ignored }
-        if starting {
-            self = .one(decision: result, starting: true)
+        switch self {
+        case .oneStarting:
+            self = .oneAnsweredWhileStarting(result)
             return .recorded
+        case .oneStarted:
+            self = .decided
+            return .decide
+        case .none, .oneAnsweredWhileStarting, .several, .decided:
+            return .ignored
         }
-        self = .decided
-        return .decide
     }
 
     /// The evaluation of several conditions, while it runs.
