@@ -1,15 +1,21 @@
 // The state behind a procedure's conditions: ConditionExtras, ConditionGate, ConditionEvaluation,
-// the ProcedureTakenSignal its produced dependencies wait for, and NoCondition.
+// the ProcedureTakenSignal its produced dependencies wait for, the first condition's and first
+// observer's one-word slots, and NoCondition.
 
-/// What a procedure keeps about its conditions beyond the usual single `ClosureCondition`, in
-/// one object made when first needed (so that a procedure without it pays one pointer). Every
-/// field is protected by the procedure's `machine.lock`.
+/// What a procedure keeps about its conditions and observers beyond the usual single
+/// `ClosureCondition` and single observer, in one object made when first needed (so that a
+/// procedure without it pays one pointer). Every field is protected by the procedure's
+/// `machine.lock` (until the procedure lets go of it: see `markReleasedLocked`).
 final class ConditionExtras: @unchecked Sendable {
+    /// The conditions after the first, in evaluation order.
+    var moreConditions: [any OperationCondition] = []
+    /// How many of the conditions, at the front, are result injections (evaluated first).
+    var injectionConditionCount = 0
+    /// The observers after the first, in the order they were added.
+    var moreObservers: [any OperationObserver] = []
     /// Parallel to the conditions once one may produce a dependency (else empty): each such
     /// condition's gate, closed until its produced dependencies have finished.
     var gates: [ConditionGate?] = []
-    /// The evaluation of several conditions (or of one behind a closed gate), while it runs.
-    var evaluation: ConditionEvaluation?
     /// The operations the conditions produced, cancelled with the procedure.
     var produced: [ConcurrentOperation] = []
     /// What the dependencies produced before a worker took the procedure wait for.
@@ -41,10 +47,13 @@ extension ProcedureOperation {
         set { extrasLocked.gates = newValue }
     }
 
-    /// Under `machine.lock`: see `ConditionExtras`.
-    var conditionEvaluation: ConditionEvaluation? {
-        get { conditionExtras?.evaluation }
-        set { extrasLocked.evaluation = newValue }
+    /// Under `machine.lock`: the evaluation of several conditions (or of one behind a closed
+    /// gate), while it runs.
+    var conditionEvaluation: ConditionEvaluation? { conditionProgress.several }
+
+    /// Under `machine.lock`: every observer, in the order they were added.
+    var observersLocked: [any OperationObserver] {
+        observerTotal == 0 ? [] : [firstObserver.observer] + (conditionExtras?.moreObservers ?? [])
     }
 
     /// Under `machine.lock`: whether some condition has a gate (a pointer test in the usual case).
@@ -147,6 +156,68 @@ final class ConditionEvaluation: @unchecked Sendable {
             decision = result
         }
         return true
+    }
+}
+
+/// A procedure's first condition, in one word: a ``ClosureCondition`` (the usual one) inline, any
+/// other in a box (an `any OperationCondition` inline would take five words in every procedure).
+enum FirstCondition {
+    case none
+    case closure(ClosureCondition)
+    case boxed(Box)
+
+    final class Box: Sendable {
+        let condition: any OperationCondition
+        init(_ condition: any OperationCondition) { self.condition = condition }
+    }
+
+    init(_ condition: any OperationCondition) {
+        self = Self.slot(for: condition)
+    }
+
+    /// (Opened: a type comparison, cheaper than a dynamic cast, on the path of every procedure.)
+    private static func slot<Condition: OperationCondition>(for condition: Condition) -> FirstCondition {
+        guard Condition.self == ClosureCondition.self else { return .boxed(Box(condition)) }
+        return .closure(unsafeBitCast(condition, to: ClosureCondition.self))
+    }
+
+    var condition: any OperationCondition {
+        switch self {
+        case .none: NoCondition()
+        case .closure(let closure): closure
+        case .boxed(let box): box.condition
+        }
+    }
+}
+
+/// A procedure's first observer, in one word, like ``FirstCondition``: a ``ClosureObserver``
+/// inline, any other in a box.
+enum FirstObserver {
+    case none
+    case closure(ClosureObserver)
+    case boxed(Box)
+
+    final class Box: Sendable {
+        let observer: any OperationObserver
+        init(_ observer: any OperationObserver) { self.observer = observer }
+    }
+
+    init(_ observer: any OperationObserver) {
+        self = Self.slot(for: observer)
+    }
+
+    /// (Opened: a type comparison, cheaper than a dynamic cast, on the path of every procedure.)
+    private static func slot<Observer: OperationObserver>(for observer: Observer) -> FirstObserver {
+        guard Observer.self == ClosureObserver.self else { return .boxed(Box(observer)) }
+        return .closure(unsafeBitCast(observer, to: ClosureObserver.self))
+    }
+
+    var observer: any OperationObserver {
+        switch self {
+        case .none: NoObserver()
+        case .closure(let closure): closure
+        case .boxed(let box): box.observer
+        }
     }
 }
 

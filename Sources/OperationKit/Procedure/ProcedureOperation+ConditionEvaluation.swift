@@ -21,9 +21,8 @@ extension ProcedureOperation {
                 if conditionExtras != nil { signal = takeTakenSignalLocked() }
                 // The usual case: one condition, with nothing to wait for.
                 if conditionTotal == 1 && (conditionExtras == nil || firstGateIsOpenLocked()) {
-                    singleEvaluationStarting = true
-                    singleDecision = nil
-                    single = firstCondition
+                    conditionProgress.beginOne()
+                    single = firstCondition.condition
                     return .one
                 }
                 return .several
@@ -78,7 +77,7 @@ extension ProcedureOperation {
         // worker, before evaluation (its gate holds it back until that has finished).
         evaluation.unmade = takeUnmadeLocked()
         evaluation.driving = true
-        conditionEvaluation = evaluation
+        conditionProgress = .several(evaluation)
         return evaluation
     }
 
@@ -104,7 +103,7 @@ extension ProcedureOperation {
                 }
                 if let decision = evaluation.next() {
                     evaluation.driving = false
-                    conditionEvaluation = nil
+                    conditionProgress = .decided
                     return .decided(decision, queue)
                 }
                 if let index = evaluation.startNext() { return .start(index, evaluation.conditions[index]) }
@@ -148,10 +147,7 @@ extension ProcedureOperation {
             return conditionsDecided(result, categories: condition.mutuallyExclusiveCategories, queue: queue, onWorker: true)
         }
         condition.evaluate(for: self) { [self] result in singleConditionAnswered(result) }
-        let decided = machine.lock.withLock { () -> ConditionResult? in
-            singleEvaluationStarting = false
-            return singleDecision
-        }
+        let decided = machine.lock.withLock { conditionProgress.startedOne() }
         guard let decided else { return false }
         return conditionsDecided(decided, categories: condition.mutuallyExclusiveCategories, queue: queue, onWorker: true)
     }
@@ -160,10 +156,10 @@ extension ProcedureOperation {
         let late = machine.lock.withLock { () -> (any OperationCondition, ConcurrentOperationQueue)? in
             // A second completion of the condition is ignored; so is one after the procedure
             // stopped waiting (cancelled).
-            guard singleDecision == nil, procedureLifecycle.state == .evaluatingConditions else { return nil }
-            singleDecision = result
-            guard !singleEvaluationStarting, conditionTotal > 0, let queue = self.queue else { return nil }
-            return (firstCondition, queue)
+            guard procedureLifecycle.state == .evaluatingConditions, conditionProgress.answeredOne(result) == .decide,
+                  conditionTotal > 0, let queue = self.queue
+            else { return nil }
+            return (firstCondition.condition, queue)
         }
         if let (condition, queue) = late {
             _ = conditionsDecided(result, categories: condition.mutuallyExclusiveCategories, queue: queue, onWorker: false)
@@ -190,13 +186,13 @@ extension ProcedureOperation {
         case .satisfied:
             if !categories.isEmpty && !isCancelled {
                 let owner = ObjectIdentifier(self)
-                machine.lock.withLock { exclusivityRequested = true }
+                machine.lock.withLock { exclusivity.request() }
                 let granted = ExclusivityController.request(categories, for: self) {
-                    self.machine.lock.withLock { self.holdsExclusivity = true }
+                    self.machine.lock.withLock { self.exclusivity.grant() }
                     queue.requeue(self)
                 }
                 if granted {
-                    machine.lock.withLock { holdsExclusivity = true }
+                    machine.lock.withLock { exclusivity.grant() }
                 } else {
                     // Cancelled while the request was being made: `cancel` found nothing to
                     // withdraw, so withdraw here (at most one of the two succeeds).

@@ -53,7 +53,7 @@ extension ProcedureOperation {
             // the queue's add makes it, or — if this raced past the add's look at the conditions —
             // the worker that takes the procedure does, before evaluating: the closed gate holds
             // the condition back until then.)
-            guard let gate, conditionDependenciesMade, !procedureLifecycle.isCancelled, let queue = self.queue else {
+            guard let gate, flags.contains(.conditionDependenciesMade), !procedureLifecycle.isCancelled, let queue = self.queue else {
                 return (true, procedureLifecycle.state, nil)
             }
             gate.beginMaking()
@@ -104,11 +104,11 @@ extension ProcedureOperation {
 
     /// The number of conditions added, result injections (``ResultConsuming/injectResult(from:_:)``)
     /// included; 0 again once the procedure has finished and let them go.
-    public var conditionCount: Int { machine.lock.withLock { conditionTotal } }
+    public var conditionCount: Int { machine.lock.withLock { Int(conditionTotal) } }
 
     /// Under `machine.lock`: every condition, in evaluation order.
     var conditionsLocked: [any OperationCondition] {
-        conditionTotal == 0 ? [] : [firstCondition] + moreConditions
+        conditionTotal == 0 ? [] : [firstCondition.condition] + (conditionExtras?.moreConditions ?? [])
     }
 
     /// Under `machine.lock`: stores a condition — inline if it is the first — before the
@@ -120,19 +120,21 @@ extension ProcedureOperation {
             conditionsMayProduceDependencies.store(true, ordering: .releasing)
             gate = ConditionGate()
             // The gates run parallel to the conditions once there is one.
-            if conditionGates.isEmpty { conditionGates = Array(repeating: nil, count: conditionTotal) }
+            if conditionGates.isEmpty { conditionGates = Array(repeating: nil, count: Int(conditionTotal)) }
         }
-        let index = first ? injectionConditionCount : conditionTotal
+        let index = first ? (conditionExtras?.injectionConditionCount ?? 0) : Int(conditionTotal)
         if gate != nil || hasGatesLocked { conditionGates.insert(gate, at: index) }
-        if first { injectionConditionCount += 1 }
+        if first { extrasLocked.injectionConditionCount += 1 }
         if conditionTotal == 0 {
-            firstCondition = condition
+            firstCondition = FirstCondition(condition)
             return gate
         }
-        var all = conditionsLocked
-        all.insert(condition, at: index)
-        firstCondition = all[0]
-        moreConditions = Array(all.dropFirst())
+        if index == 0 {
+            extrasLocked.moreConditions.insert(firstCondition.condition, at: 0)
+            firstCondition = FirstCondition(condition)
+        } else {
+            extrasLocked.moreConditions.insert(condition, at: index - 1)
+        }
         return gate
     }
 
@@ -144,7 +146,7 @@ extension ProcedureOperation {
         for (index, gate) in conditionGates.enumerated() {
             guard let gate, !gate.isMade else { continue }
             gate.beginMaking()
-            taken.append((gate, index == 0 ? firstCondition : moreConditions[index - 1]))
+            taken.append((gate, index == 0 ? firstCondition.condition : conditionExtras!.moreConditions[index - 1]))
         }
         return taken
     }

@@ -146,7 +146,7 @@ extension ProcedureOperation {
             guard procedureLifecycle.acceptsObservers && !machine.lifecycle.isFinished else {
                 return (nil, procedureLifecycle.state)
             }
-            if observerTotal == 0 { firstObserver = observer } else { moreObservers.append(observer) }
+            if observerTotal == 0 { firstObserver = FirstObserver(observer) } else { extrasLocked.moreObservers.append(observer) }
             observerTotal += 1
             let wanted = observer.observedEvents
             observedEvents.formUnion(wanted)
@@ -161,7 +161,7 @@ extension ProcedureOperation {
     }
 
     /// The number of observers added; 0 again once the procedure has finished and let them go.
-    public var observerCount: Int { machine.lock.withLock { observerTotal } }
+    public var observerCount: Int { machine.lock.withLock { Int(observerTotal) } }
 
     /// Raises `event`. With `waitForDelivery`, returns only once it has been delivered — unless
     /// this thread is the one delivering, which delivers it after the event in progress. `then`
@@ -217,7 +217,7 @@ extension ProcedureOperation {
         // another thread delivers, which must then wait its turn. (`addObserver` raises did attach
         // only for an observer that wants it.)
         let kind = event.kind
-        if kind != .didAttach && !observedEvents.union(hookEvents).contains(kind) && (then.isNothing || !deliveringEvents) {
+        if kind != .didAttach && !observedEvents.union(hookEvents).contains(kind) && (then.isNothing || !eventDelivery.isDelivering) {
             return .skipped
         }
         // Did attach goes to the attached observer only.
@@ -229,35 +229,29 @@ extension ProcedureOperation {
         } else if observerTotal == 1 {
             observers = .first
         } else {
-            observers = .list([firstObserver] + moreObservers)
+            observers = .list(observersLocked)
         }
-        guard deliveringEvents else {
-            deliveringEvents = true
-            deliveringThread = .current
+        if eventDelivery.begin(on: .current) {
             return .deliverNow(observers)
         }
-        if deliveringThread?.isCurrent() == true {
+        if eventDelivery.isDeliveringOnCurrentThread || handOffThen {
             // Raised while this thread delivers an event of this procedure: delivered (and `then`
-            // run) by this thread's delivery loop once the current event returns.
-            pendingEvents.append(PendingEvent(event: event, observers: observers, delivered: nil, then: then))
-            return .queued
-        }
-        if handOffThen {
-            pendingEvents.append(PendingEvent(event: event, observers: observers, delivered: nil, then: then))
+            // run) by this thread's delivery loop once the current event returns. (Or handed
+            // off: the thread delivering runs `then`.)
+            eventDelivery.enqueue(PendingEvent(event: event, observers: observers, delivered: nil, then: then))
             return .queued
         }
         if waitForDelivery || !then.isNothing {
             let delivered = DispatchSemaphore(value: 0)
-            pendingEvents.append(PendingEvent(event: event, observers: observers, delivered: delivered, then: .nothing))
+            eventDelivery.enqueue(PendingEvent(event: event, observers: observers, delivered: delivered, then: .nothing))
             return .wait(delivered)
         }
-        pendingEvents.append(PendingEvent(event: event, observers: observers, delivered: nil, then: .nothing))
+        eventDelivery.enqueue(PendingEvent(event: event, observers: observers, delivered: nil, then: .nothing))
         return .queued
     }
 
     /// Delivers the queued events until none is left, running each one's `then` after it; then
-    /// ends the delivery. Called by the thread that set `deliveringEvents`, after the event it
-    /// raised.
+    /// ends the delivery. Called by the thread that began the delivery, after the event it raised.
     /// Returns the procedure's state, read in the critical section that ended the delivery (so
     /// that the caller need not take the lock again to read it).
     @discardableResult
@@ -265,19 +259,18 @@ extension ProcedureOperation {
         var state = ProcedureState.initialized
         var released = false
         while let current = machine.lock.withLock({ () -> PendingEvent? in
-            if pendingEvents.isEmpty {
-                deliveringEvents = false
-                deliveringThread = nil
+            switch eventDelivery.next() {
+            case .deliver(let pending):
+                return pending
+            case .ended(let release):
                 state = procedureLifecycle.state
-                if releaseAfterDelivery {
+                if release {
                     // Did finish was delivered: nothing comes after it.
-                    releaseAfterDelivery = false
                     _ = markReleasedLocked()
                     released = true
                 }
                 return nil
             }
-            return pendingEvents.removeFirst()
         }) {
             deliver(current.event, to: current.observers)
             current.delivered?.signal()
@@ -305,7 +298,7 @@ extension ProcedureOperation {
         case .none:
             break
         case .first:
-            tell(firstObserver, event)
+            tell(firstObserver.observer, event)
         case .list(let list):
             for observer in list { tell(observer, event) }
         }

@@ -6,11 +6,10 @@ extension ProcedureOperation {
 
     func emitDidExecuteOnce() {
         // Usually told already, by a finish inside `execute()`: no need for the lock.
-        if didExecuteEmittedFlag.load(ordering: .acquiring) { return }
+        if didExecuteTold.load(ordering: .acquiring) { return }
         let event = machine.lock.withLock { () -> EventDisposition? in
-            guard !didExecuteEmitted else { return nil }
-            didExecuteEmitted = true
-            didExecuteEmittedFlag.store(true, ordering: .releasing)
+            guard !didExecuteTold.load(ordering: .relaxed) else { return nil }
+            didExecuteTold.store(true, ordering: .releasing)
             return enqueueEventLocked(.didExecute)
         }
         if let event { handle(event, delivering: .didExecute, then: .nothing) }
@@ -33,7 +32,7 @@ extension ProcedureOperation {
         let (state, queue) = machine.lock.withLock { () -> (ProcedureState, ConcurrentOperationQueue?) in
             let state = procedureLifecycle.state
             guard state == .executing, let queue = self.queue else { return (state, nil) }
-            activeProduces += 1
+            produceProgress.begin()
             return (state, queue)
         }
         guard let queue else {
@@ -49,10 +48,7 @@ extension ProcedureOperation {
         }
         let (event, finishNow) = machine.lock.withLock { () -> (EventDisposition?, Bool) in
             let event = failure == nil ? enqueueEventLocked(.didProduce(operation)) : nil
-            activeProduces -= 1
-            let finishNow = activeProduces == 0 && finishWaitsForProduce
-            if finishNow { finishWaitsForProduce = false }
-            return (event, finishNow)
+            return (event, produceProgress.end())
         }
         if let event { handle(event, delivering: .didProduce(operation), then: .nothing) }
         if finishNow { completeFinish(executed: true) }
@@ -79,8 +75,8 @@ extension ProcedureOperation {
             // did cancel before `isCancelled`, and no later event overtakes it.
             let baseCancelled = cancelLocked()
             let event = enqueueEventLocked(.didCancel(error))
-            return (action, self.queue, producedDependencies, _finishesWhenCancelled, baseCancelled, event,
-                    exclusivityRequested)
+            return (action, self.queue, producedDependencies, flags.contains(.finishesWhenCancelled), baseCancelled, event,
+                    exclusivity.wasRequested)
         }
         guard action != .none else { return false }
         if baseCancelled {

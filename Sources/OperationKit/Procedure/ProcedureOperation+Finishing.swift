@@ -75,10 +75,7 @@ extension ProcedureOperation {
             case .finish:
                 if !errors.isEmpty { _errors.append(contentsOf: errors) }
                 record()
-                if activeProduces > 0 {
-                    finishWaitsForProduce = true
-                    return .deferred
-                }
+                if produceProgress.finishRequested() { return .deferred }
                 if let queue = self.queue, queue.hasListeners.load(ordering: .acquiring) {
                     return .tellQueueFirst(queue)
                 }
@@ -90,8 +87,8 @@ extension ProcedureOperation {
             case .refuseNotStarted:
                 // Cancelled before it executed: the first finish's errors are kept for the finish
                 // without executing (Procedures.md, "Finishing and cancelling").
-                if procedureLifecycle.isCancelled && !finishKeptBeforeExecuting {
-                    finishKeptBeforeExecuting = true
+                if procedureLifecycle.isCancelled && !flags.contains(.finishKeptBeforeExecuting) {
+                    flags.insert(.finishKeptBeforeExecuting)
                     if !errors.isEmpty { _errors.append(contentsOf: errors) }
                     return .kept
                 }
@@ -123,9 +120,8 @@ extension ProcedureOperation {
     /// told yet) and will finish, whose delivery is followed by the rest of the finish.
     private func enqueueFinishEventsLocked(executed: Bool, asLastStep: Bool) -> FinishEvents {
         var didExecute: EventDisposition?
-        if executed && !didExecuteEmitted {
-            didExecuteEmitted = true
-            didExecuteEmittedFlag.store(true, ordering: .releasing)
+        if executed && !didExecuteTold.load(ordering: .relaxed) {
+            didExecuteTold.store(true, ordering: .releasing)
             didExecute = enqueueEventLocked(.didExecute)
         }
         let willFinish = enqueueEventLocked(.willFinish(_errors), then: .finishExecuted(asLastStep: asLastStep))
@@ -169,11 +165,11 @@ extension ProcedureOperation {
     /// What the base operation's finish step took for did finish when nothing was being
     /// delivered (see `willBecomeFinishedLocked`); read right after by `didComplete`, on the
     /// same thread.
+    /// (The errors are read from `_errors`: they no longer change once the procedure finished.)
     struct DirectFinish {
         var exclusive: Bool
         var tellHooksAndObservers: Bool
-        var observerCount: Int
-        var errors: [any Error]
+        var hasObservers: Bool
     }
 
     /// After the base operation finished: releases mutual exclusivity, tells did finish, and lets
@@ -190,18 +186,16 @@ extension ProcedureOperation {
             // finish waits its turn, and the thread delivering lets go of the observers.
             var queued: EventDisposition?
             var after = AfterDelivery.nothing
-            var observerCount = 0
+            var hasObservers = false
             var tell = false
             let (exclusive, errors) = machine.lock.withLock { () -> (Bool, [any Error]) in
-                let exclusive = holdsExclusivity
-                holdsExclusivity = false
-                if deliveringEvents {
-                    releaseAfterDelivery = true
+                let exclusive = exclusivity.release()
+                if eventDelivery.releaseAfterDelivery() {
                     if let held = tail { after = .completeTail(PendingTail(held)) }
                     queued = enqueueEventLocked(.didFinish(_errors), then: after, handOffThen: true)
                 } else {
                     tell = observedEvents.union(hookEvents).contains(.didFinish)
-                    observerCount = markReleasedLocked()
+                    hasObservers = markReleasedLocked() > 0
                 }
                 return (exclusive, _errors)
             }
@@ -211,16 +205,18 @@ extension ProcedureOperation {
                 handle(queued, delivering: .didFinish(errors), then: after)
                 return
             }
-            direct = DirectFinish(exclusive: exclusive, tellHooksAndObservers: tell, observerCount: observerCount, errors: errors)
+            direct = DirectFinish(exclusive: exclusive, tellHooksAndObservers: tell, hasObservers: hasObservers)
         }
         if direct.exclusive { ExclusivityController.release(ObjectIdentifier(self)) }
         // No event can come after did finish, and none is being delivered: the observers are
         // this thread's now (see `markReleasedLocked`).
         if direct.tellHooksAndObservers {
-            procedureDidFinish(with: direct.errors)
-            if direct.observerCount > 0 {
-                tellDidFinish(firstObserver, direct.errors)
-                for observer in moreObservers { tellDidFinish(observer, direct.errors) }
+            // Finished: the errors no longer change (every write to them checks the state first).
+            let errors = _errors
+            procedureDidFinish(with: errors)
+            if direct.hasObservers {
+                tellDidFinish(firstObserver.observer, errors)
+                if let more = conditionExtras?.moreObservers { for observer in more { tellDidFinish(observer, errors) } }
             }
         }
         releaseUnlocked()
@@ -244,21 +240,19 @@ extension ProcedureOperation {
     /// read them checks the state first), which it then lets go of with ``releaseUnlocked()``.
     /// Returns the number of observers there were.
     func markReleasedLocked() -> Int {
-        let observers = observerTotal
+        let observers = Int(observerTotal)
         conditionTotal = 0
         observerTotal = 0
         observedEvents = []
-        singleDecision = nil
+        conditionProgress = .none
         return observers
     }
 
     /// After ``markReleasedLocked()``, without the lock: lets go of the conditions, observers and
     /// produced dependencies (their deinitialisers may run here).
     func releaseUnlocked() {
-        firstCondition = NoCondition()
-        moreConditions = []
-        firstObserver = NoObserver()
-        moreObservers = []
+        firstCondition = .none
+        firstObserver = .none
         // (Fired already, when it was taken or cancelled; this is only a safety net.)
         let signal = conditionExtras?.takenSignal
         conditionExtras = nil

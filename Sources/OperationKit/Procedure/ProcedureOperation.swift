@@ -41,66 +41,50 @@ import Synchronization
 ///
 /// See `Documentation/Procedures.md` in the repository for the whole guide.
 open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
-    // All the fields below are protected by `machine.lock`.
+    // All the fields below are protected by `machine.lock`, except where said. They are ordered
+    // so that the small ones share words (a pending procedure's size matters: see Benchmarks).
+    // Each group of related facts is one value type whose cases leave out the impossible
+    // combinations (see ProcedureStateValues.swift).
     @exclusivity(unchecked) var procedureLifecycle = ProcedureLifecycle()
-    @exclusivity(unchecked) var _errors: [any Error] = []
-    @exclusivity(unchecked) var _diagnostics: [String] = []
-    @exclusivity(unchecked) var _finishesWhenCancelled = false
-    /// The conditions: the first inline (most procedures have at most one: no array to allocate
-    /// and free), the others in `moreConditions`; `conditionTotal` counts them (`firstCondition`
-    /// is a placeholder while it is 0). Copied out under the lock to be called.
-    @exclusivity(unchecked) var firstCondition: any OperationCondition = NoCondition()
-    @exclusivity(unchecked) var moreConditions: [any OperationCondition] = []
-    @exclusivity(unchecked) var conditionTotal = 0
-    /// How many of `conditions`, at the front, are result injections (evaluated first).
-    @exclusivity(unchecked) var injectionConditionCount = 0
-    /// The observers, stored like the conditions. Once added, the first observer stays until
-    /// the procedure lets go of its observers after its last event was delivered: the thread
-    /// delivering an event reads it without the lock (see `ObserversToTell.first`).
-    @exclusivity(unchecked) var firstObserver: any OperationObserver = NoObserver()
-    @exclusivity(unchecked) var moreObservers: [any OperationObserver] = []
-    @exclusivity(unchecked) var observerTotal = 0
-    /// See `performExecute`.
-    @exclusivity(unchecked) var startedInBaseStep: Start?
-    /// See `didComplete`.
-    @exclusivity(unchecked) var finishedDirectly: DirectFinish?
-    /// Whether a condition that may make a dependency was added (any but a ``ClosureCondition``):
-    /// if not, the queue's add need not look (see `conditionDependenciesToEnqueue`).
-    let conditionsMayProduceDependencies = Atomic<Bool>(false)
-    /// Did finish is queued: the thread that ends the delivery lets go of the observers and
-    /// conditions (see `takeReleasablesLocked`).
-    @exclusivity(unchecked) var releaseAfterDelivery = false
+    @exclusivity(unchecked) var flags: ProcedureFlags = []
     /// The events some observer listens to (the union of their `observedEvents`).
     @exclusivity(unchecked) var observedEvents: ProcedureEventKinds = []
     /// The events the class's hooks (`procedureWillExecute()`…) need; every kind unless a
     /// subclass of this module says it overrides none (``ClosureProcedure``…). Set in `init`.
     @exclusivity(unchecked) var hookEvents: ProcedureEventKinds = .all
-    /// The evaluation of a single condition, while it runs (see `evaluateOne`): whether the
-    /// worker is still starting it, and its answer.
-    @exclusivity(unchecked) var singleEvaluationStarting = false
-    @exclusivity(unchecked) var singleDecision: ConditionResult?
-    /// Whether the procedure asked for mutual exclusivity categories (so a cancel may withdraw).
-    @exclusivity(unchecked) var exclusivityRequested = false
-    /// Whether a queue has claimed the procedure: a condition added from then on makes its
-    /// dependency at once (see `addCondition`).
-    @exclusivity(unchecked) var conditionDependenciesMade = false
-    /// The gates, evaluation and produced dependencies of conditions beyond the usual single
-    /// `ClosureCondition` (see `ConditionExtras`): made only when needed.
+    /// The procedure's ``MutuallyExclusive`` categories: asked for (so a cancel may withdraw), held.
+    @exclusivity(unchecked) var exclusivity = ExclusivityProgress.none
+    /// Whether a condition that may make a dependency was added (any but a ``ClosureCondition``):
+    /// if not, the queue's add need not look (see `conditionDependenciesToEnqueue`).
+    let conditionsMayProduceDependencies = Atomic<Bool>(false)
+    @exclusivity(unchecked) var _errors: [any Error] = []
+    @exclusivity(unchecked) var _diagnostics: [String] = []
+    /// The conditions: the first in one word (most procedures have at most one, a
+    /// ``ClosureCondition``: no array to allocate and free), the others in `conditionExtras`;
+    /// `conditionTotal` counts them. Copied out under the lock to be called.
+    @exclusivity(unchecked) var firstCondition = FirstCondition.none
+    /// The observers, stored like the conditions. Once added, the first observer stays until
+    /// the procedure lets go of its observers after its last event was delivered: the thread
+    /// delivering an event reads it without the lock (see `ObserversToTell.first`).
+    @exclusivity(unchecked) var firstObserver = FirstObserver.none
+    @exclusivity(unchecked) var conditionTotal: Int32 = 0
+    @exclusivity(unchecked) var observerTotal: Int32 = 0
+    /// What goes beyond the usual single `ClosureCondition` and single observer (see
+    /// `ConditionExtras`): made only when needed.
     @exclusivity(unchecked) var conditionExtras: ConditionExtras?
-    @exclusivity(unchecked) var holdsExclusivity = false
-    @exclusivity(unchecked) var didExecuteEmitted = false
-    /// Whether a finish called after a cancel, before the procedure executed, counted: its errors
-    /// were kept for the finish without executing, and later finishes are ignored.
-    @exclusivity(unchecked) var finishKeptBeforeExecuting = false
-    /// `didExecuteEmitted`, readable without the lock (it only ever becomes `true`).
-    let didExecuteEmittedFlag = Atomic<Bool>(false)
+    /// Who delivers the events, and those waiting for delivery.
+    @exclusivity(unchecked) var eventDelivery = EventDelivery.idle
+    /// The evaluation of the conditions, while it runs (see `evaluateOne`, `drive`).
+    @exclusivity(unchecked) var conditionProgress = ConditionProgress.none
+    /// See `performExecute`. Not under the lock: written in the start step, read by that thread.
+    @exclusivity(unchecked) var startedInBaseStep: Start?
+    /// Whether did execute was told (or queued). Written under the lock; read without it too (it
+    /// only ever becomes `true`).
+    let didExecuteTold = Atomic<Bool>(false)
+    /// See `didComplete`. Not under the lock: written in the finish step, read by the same thread.
+    @exclusivity(unchecked) var finishedDirectly: DirectFinish?
     /// `produce(_:)` calls adding their operation now; a finish meanwhile waits for them.
-    @exclusivity(unchecked) var activeProduces = 0
-    @exclusivity(unchecked) var finishWaitsForProduce = false
-    /// Events waiting to be delivered, and whether (and on which thread) they are being delivered.
-    @exclusivity(unchecked) var pendingEvents: [PendingEvent] = []
-    @exclusivity(unchecked) var deliveringEvents = false
-    @exclusivity(unchecked) var deliveringThread: ThreadIdentity?
+    @exclusivity(unchecked) var produceProgress = ProduceProgress.none
 
     /// Creates a procedure. Subclasses override ``ConcurrentOperation/execute()``.
     ///
@@ -114,12 +98,12 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     override func didClaim() {
         _ = procedureLifecycle.enqueue()
         // From here on, a condition added makes its dependency at once (see `addCondition`).
-        conditionDependenciesMade = true
+        flags.insert(.conditionDependenciesMade)
     }
 
     override func didUnclaim() {
         procedureLifecycle.unenqueue()
-        conditionDependenciesMade = false
+        flags.remove(.conditionDependenciesMade)
     }
 
     override func operationsToEnqueueAlong(in queue: ConcurrentOperationQueue) -> [ConcurrentOperation] {
@@ -164,8 +148,12 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// besides the one given to ``cancel(with:)``; the work's own finish later is ignored. Only
     /// the value at the time of the cancel matters: set it before.
     public var finishesWhenCancelled: Bool {
-        get { machine.lock.withLock { _finishesWhenCancelled } }
-        set { machine.lock.withLock { _finishesWhenCancelled = newValue } }
+        get { machine.lock.withLock { flags.contains(.finishesWhenCancelled) } }
+        set {
+            machine.lock.withLock {
+                if newValue { flags.insert(.finishesWhenCancelled) } else { flags.remove(.finishesWhenCancelled) }
+            }
+        }
     }
 
     // MARK: For subclasses
@@ -237,26 +225,30 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// on — did finish will be told directly by this thread: take what it needs now.
     override func willBecomeFinishedLocked() {
         procedureLifecycle.finished()
-        guard !deliveringEvents else { return }
-        let exclusive = holdsExclusivity
-        holdsExclusivity = false
+        guard !eventDelivery.isDelivering else { return }
         finishedDirectly = DirectFinish(
-            exclusive: exclusive, tellHooksAndObservers: observedEvents.union(hookEvents).contains(.didFinish),
-            observerCount: markReleasedLocked(), errors: _errors)
+            exclusive: exclusivity.release(), tellHooksAndObservers: observedEvents.union(hookEvents).contains(.didFinish),
+            hasObservers: markReleasedLocked() > 0)
     }
 
     /// The procedure's start, made in the base operation's start step (see
     /// `didStartExecutingLocked`) and taken by `performExecute` right after, on the same thread.
-    struct Start {
-        var action: ProcedureLifecycle.StartAction
-        var willExecute: EventDisposition?
+    /// (An enum: the action shares the disposition's tag byte.)
+    enum Start {
+        case execute(willExecute: EventDisposition)
+        case finishWithoutExecuting
+        case refuse
     }
 
     /// Under `machine.lock`: the procedure starts in the same step as the base operation — the
     /// state change and will execute queued together, so no event overtakes it.
     private func startLocked() -> Start {
         let action = procedureLifecycle.start()
-        return Start(action: action, willExecute: action == .execute ? enqueueEventLocked(.willExecute, waitForDelivery: true) : nil)
+        switch action {
+        case .execute: return .execute(willExecute: enqueueEventLocked(.willExecute, waitForDelivery: true))
+        case .finishWithoutExecuting: return .finishWithoutExecuting
+        case .refuse: return .refuse
+        }
     }
 
     override func didStartExecutingLocked() {
@@ -267,13 +259,12 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
         // Made in the base operation's start step on this thread (only this thread touches it
         // until the procedure has executed).
         let start = startedInBaseStep.take() ?? machine.lock.withLock { startLocked() }
-        let (action, willExecute) = (start.action, start.willExecute)
-        switch action {
-        case .execute:
+        switch start {
+        case .execute(let willExecute):
             var state: ProcedureState?
             if case .skipped = willExecute {
                 state = .executing
-            } else if let willExecute {
+            } else {
                 state = handle(willExecute, delivering: .willExecute, then: .nothing)
             }
             // A stray finish() while will execute was delivered: the work does not run. (`state`

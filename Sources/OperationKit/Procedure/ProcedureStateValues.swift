@@ -1,0 +1,241 @@
+// The value types behind a procedure's state beside its ProcedureLifecycle: event delivery, the
+// evaluation of its conditions, produce calls holding a finish back, mutual exclusivity, flags.
+//
+// Each is a transition function in the manner of `ProcedureLifecycle`: it holds no lock and calls
+// nothing; the procedure mutates it under `machine.lock` and acts on what it returns outside the
+// lock. Their cases leave out the combinations that cannot happen (events pending while nothing
+// is delivered, a finish waiting for no produce, a decision without an evaluation…).
+
+/// Who delivers a procedure's events: nobody, or one thread, which also delivers the events raised
+/// meanwhile (`pending`) and — once did finish was queued (`deliveringThenRelease`) — lets go of
+/// the observers when it is done. (Two cases rather than a flag: the enum stays two words.)
+enum EventDelivery {
+    case idle
+    case delivering(thread: ThreadIdentity, pending: [PendingEvent])
+    case deliveringThenRelease(thread: ThreadIdentity, pending: [PendingEvent])
+
+    var isDelivering: Bool {
+        if case .idle = self { return false }
+        return true
+    }
+
+    /// Whether the calling thread is the one delivering.
+    var isDeliveringOnCurrentThread: Bool {
+        switch self {
+        case .idle: false
+        case .delivering(let thread, _), .deliveringThenRelease(let thread, _): thread.isCurrent()
+        }
+    }
+
+    /// A thread raises an event: if nothing is being delivered it delivers it, and becomes the
+    /// delivering thread (returns `true`); otherwise the event must be queued with ``enqueue(_:)``.
+    mutating func begin(on thread: @autoclosure () -> ThreadIdentity) -> Bool {
+        guard case .idle = self else { return false }
+        self = .delivering(thread: thread(), pending: [])
+        return true
+    }
+
+    /// Queues an event for the thread delivering.
+    mutating func enqueue(_ event: PendingEvent) {
+        switch self {
+        case .idle:
+            preconditionFailure("Internal inconsistency: an event queued while none is being delivered")
+        case .delivering(let thread, var pending):
+            self = .idle  // the array is uniquely referenced again: appended in place
+            pending.append(event)
+            self = .delivering(thread: thread, pending: pending)
+        case .deliveringThenRelease(let thread, var pending):
+            self = .idle
+            pending.append(event)
+            self = .deliveringThenRelease(thread: thread, pending: pending)
+        }
+    }
+
+    /// Did finish was queued: the thread delivering lets go of the observers once it is done.
+    /// Returns `false` if nothing is being delivered (the caller lets go itself).
+    mutating func releaseAfterDelivery() -> Bool {
+        switch self {
+        case .idle:
+            return false
+        case .delivering(let thread, let pending):
+            self = .deliveringThenRelease(thread: thread, pending: pending)
+            return true
+        case .deliveringThenRelease:
+            return true
+        }
+    }
+
+    enum Next {
+        /// Deliver this one, then ask again.
+        case deliver(PendingEvent)
+        /// Nothing is left: the delivery is over. `release`: let go of the observers.
+        case ended(release: Bool)
+    }
+
+    /// The thread delivering asks for the next event, in the order they were raised; when none is
+    /// left the delivery ends.
+    mutating func next() -> Next {
+        let release: Bool
+        let thread: ThreadIdentity
+        var pending: [PendingEvent]
+        switch self {
+        case .idle:
+            preconditionFailure("Internal inconsistency: next event asked while none is being delivered")
+        case .delivering(let current, let queued):
+            (release, thread, pending) = (false, current, queued)
+        case .deliveringThenRelease(let current, let queued):
+            (release, thread, pending) = (true, current, queued)
+        }
+        self = .idle
+        if pending.isEmpty { return .ended(release: release) }
+        let first = pending.removeFirst()
+        self = release ? .deliveringThenRelease(thread: thread, pending: pending) : .delivering(thread: thread, pending: pending)
+        return .deliver(first)
+    }
+}
+
+/// The evaluation of a procedure's conditions: none running; one condition (the usual case: its
+/// state lives here, no evaluation object) — the worker still starting it, with its answer if it
+/// came meanwhile, or started; several (or one behind a gate), driven by a
+/// ``ConditionEvaluation``; or decided. (The worker's "starting" is in the cases, not a flag: one
+/// word.)
+enum ConditionProgress {
+    case none
+    /// The worker is starting the single condition; no answer yet.
+    case oneStarting
+    /// The single condition answered while the worker was still starting it.
+    case oneAnsweredWhileStarting(ConditionResult)
+    /// The worker has started the single condition; no answer yet.
+    case oneStarted
+    case several(ConditionEvaluation)
+    /// Decided (one condition): later answers are ignored.
+    case decided
+
+    /// The worker starts evaluating a single condition.
+    mutating func beginOne() {
+        self = .oneStarting
+    }
+
+    /// The worker has started the single condition. Returns its answer if it came meanwhile (the
+    /// worker acts on it); otherwise the answer, when it comes, is acted on by its thread.
+    /// (Nothing is returned if the procedure let go of its conditions meanwhile: cancelled and
+    /// finished by another worker while this one was starting the condition.)
+    mutating func startedOne() -> ConditionResult? {
+        switch self {
+        case .oneStarting:
+            self = .oneStarted
+            return nil
+        case .oneAnsweredWhileStarting(let decision):
+            self = .decided
+            return decision
+        case .none, .oneStarted, .several, .decided:
+            return nil
+        }
+    }
+
+    enum Answer: Equatable {
+        /// A second answer, or one while no single condition is evaluated: ignored.
+        case ignored
+        /// Recorded for the worker, which is still starting the condition.
+        case recorded
+        /// The caller acts on the decision.
+        case decide
+    }
+
+    /// The single condition answered.
+    mutating func answeredOne(_ result: ConditionResult) -> Answer {
+        switch self {
+        case .oneStarting:
+            self = .oneAnsweredWhileStarting(result)
+            return .recorded
+        case .oneStarted:
+            self = .decided
+            return .decide
+        case .none, .oneAnsweredWhileStarting, .several, .decided:
+            return .ignored
+        }
+    }
+
+    /// The evaluation of several conditions, while it runs.
+    var several: ConditionEvaluation? {
+        if case .several(let evaluation) = self { return evaluation }
+        return nil
+    }
+}
+
+/// The `produce(_:)` calls adding their operation, and whether a finish waits for them.
+enum ProduceProgress: Hashable {
+    case none
+    /// `count` ≥ 1 calls are adding their operation; `finishWaits`: a finish came meanwhile.
+    case adding(count: UInt32, finishWaits: Bool)
+
+    /// A `produce(_:)` begins adding its operation.
+    mutating func begin() {
+        switch self {
+        case .none: self = .adding(count: 1, finishWaits: false)
+        case .adding(let count, let waits): self = .adding(count: count + 1, finishWaits: waits)
+        }
+    }
+
+    /// A finish counted. Returns whether it must wait (the last `produce` completes it).
+    mutating func finishRequested() -> Bool {
+        guard case .adding(let count, _) = self else { return false }
+        self = .adding(count: count, finishWaits: true)
+        return true
+    }
+
+    /// A `produce(_:)` is done. Returns whether it completes the finish that waited for it.
+    mutating func end() -> Bool {
+        guard case .adding(let count, let waits) = self else {
+            preconditionFailure("Internal inconsistency: a produce ended while none was adding")
+        }
+        if count > 1 {
+            self = .adding(count: count - 1, finishWaits: waits)
+            return false
+        }
+        self = .none
+        return waits
+    }
+}
+
+/// A procedure's ``MutuallyExclusive`` categories: never asked for, asked for (waiting to be
+/// granted, or withdrawn by a cancel), held, or given back once it finished.
+enum ExclusivityProgress: Hashable {
+    case none
+    case requested
+    case held
+    case released
+
+    /// Whether it asked (so that a cancel may withdraw a waiting request).
+    var wasRequested: Bool { self != .none }
+
+    mutating func request() {
+        if self == .none { self = .requested }
+    }
+
+    /// Granted (at once, or later on the thread that released the categories).
+    mutating func grant() {
+        if self == .requested { self = .held }
+    }
+
+    /// The procedure finished. Returns whether it held categories, to give back.
+    mutating func release() -> Bool {
+        guard self == .held else { return false }
+        self = .released
+        return true
+    }
+}
+
+/// The procedure's independent yes/no facts, in one byte.
+struct ProcedureFlags: OptionSet, Hashable {
+    let rawValue: UInt8
+
+    /// See ``ProcedureOperation/finishesWhenCancelled``.
+    static let finishesWhenCancelled = ProcedureFlags(rawValue: 1 << 0)
+    /// A queue has claimed the procedure: a condition added from then on makes its dependency at
+    /// once (see `addCondition`).
+    static let conditionDependenciesMade = ProcedureFlags(rawValue: 1 << 1)
+    /// A finish called after a cancel, before the procedure executed, counted: its errors were
+    /// kept for the finish without executing, and later finishes are ignored.
+    static let finishKeptBeforeExecuting = ProcedureFlags(rawValue: 1 << 2)
+}

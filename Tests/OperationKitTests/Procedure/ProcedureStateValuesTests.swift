@@ -1,0 +1,218 @@
+@testable import OperationKit
+import Testing
+
+/// Thread-free tests of the value types behind a procedure's state beside its lifecycle
+/// (ProcedureStateValues.swift): each transition from each case.
+@Suite("Procedure state value types")
+struct ProcedureStateValuesTests {
+    struct Failure: Error {}
+
+    // MARK: EventDelivery
+
+    private func pending(_ event: ProcedureEvent) -> PendingEvent {
+        PendingEvent(event: event, observers: .none, delivered: nil, then: .nothing)
+    }
+
+    private func kindOfNext(_ delivery: inout EventDelivery) -> String {
+        switch delivery.next() {
+        case .deliver(let event): "deliver \(event.event.kind.rawValue)"
+        case .ended(let release): "ended release:\(release)"
+        }
+    }
+
+    @Test func idleDeliveryIsBegunByTheFirstThreadOnly() {
+        var delivery = EventDelivery.idle
+        #expect(!delivery.isDelivering)
+        #expect(!delivery.isDeliveringOnCurrentThread)
+        let r1 = delivery.begin(on: .current)
+        #expect(r1)
+        #expect(delivery.isDelivering)
+        #expect(delivery.isDeliveringOnCurrentThread)
+        // A second raise while delivering does not begin another delivery.
+        let r2 = delivery.begin(on: .current)
+        #expect(!r2)
+    }
+
+    @Test func queuedEventsComeOutInOrderThenTheDeliveryEnds() {
+        var delivery = EventDelivery.idle
+        _ = delivery.begin(on: .current)
+        delivery.enqueue(pending(.willExecute))
+        delivery.enqueue(pending(.didExecute))
+        #expect(kindOfNext(&delivery) == "deliver \(ProcedureEventKinds.willExecute.rawValue)")
+        #expect(kindOfNext(&delivery) == "deliver \(ProcedureEventKinds.didExecute.rawValue)")
+        #expect(kindOfNext(&delivery) == "ended release:false")
+        #expect(!delivery.isDelivering)
+        // Idle again: the next raise begins a new delivery.
+        let r3 = delivery.begin(on: .current)
+        #expect(r3)
+    }
+
+    @Test func releaseAfterDeliveryOnlyWhileDelivering() {
+        var idle = EventDelivery.idle
+        let r4 = idle.releaseAfterDelivery()
+        #expect(!r4)
+        #expect(!idle.isDelivering)
+
+        var delivery = EventDelivery.idle
+        _ = delivery.begin(on: .current)
+        delivery.enqueue(pending(.didFinish([])))
+        let r5 = delivery.releaseAfterDelivery()
+        #expect(r5)
+        // The flag survives the events still queued and is reported when the delivery ends.
+        #expect(kindOfNext(&delivery) == "deliver \(ProcedureEventKinds.didFinish.rawValue)")
+        #expect(kindOfNext(&delivery) == "ended release:true")
+        // A new delivery starts without it.
+        _ = delivery.begin(on: .current)
+        #expect(kindOfNext(&delivery) == "ended release:false")
+    }
+
+    // MARK: ConditionProgress
+
+    private func describe(_ progress: ConditionProgress) -> String {
+        switch progress {
+        case .none: "none"
+        case .oneStarting: "one starting:true decided:false"
+        case .oneAnsweredWhileStarting: "one starting:true decided:true"
+        case .oneStarted: "one starting:false decided:false"
+        case .several: "several"
+        case .decided: "decided"
+        }
+    }
+
+    @Test func oneConditionAnsweredWhileTheWorkerStartsIt() {
+        var progress = ConditionProgress.none
+        progress.beginOne()
+        #expect(describe(progress) == "one starting:true decided:false")
+        let r6 = progress.answeredOne(.satisfied)
+        #expect(r6 == .recorded)
+        #expect(describe(progress) == "one starting:true decided:true")
+        // A second answer is ignored.
+        let r7 = progress.answeredOne(.ignored)
+        #expect(r7 == .ignored)
+        // The worker finds the answer and acts on it.
+        guard case .satisfied = progress.startedOne() else {
+            Issue.record("the recorded answer was not handed to the worker")
+            return
+        }
+        #expect(describe(progress) == "decided")
+        let r8 = progress.answeredOne(.satisfied)
+        #expect(r8 == .ignored)
+    }
+
+    @Test func oneConditionAnsweredAfterTheWorkerStartedIt() {
+        var progress = ConditionProgress.none
+        progress.beginOne()
+        let r9 = progress.startedOne()
+        #expect(r9 == nil)
+        #expect(describe(progress) == "one starting:false decided:false")
+        let r10 = progress.answeredOne(.failed(Failure()))
+        #expect(r10 == .decide)
+        #expect(describe(progress) == "decided")
+        let r11 = progress.answeredOne(.satisfied)
+        #expect(r11 == .ignored)
+    }
+
+    @Test func answersWithoutASingleEvaluationAreIgnored() {
+        var none = ConditionProgress.none
+        let r12 = none.answeredOne(.satisfied)
+        #expect(r12 == .ignored)
+        #expect(describe(none) == "none")
+        // Let go of (the procedure finished) while the worker was starting the condition.
+        let r13 = none.startedOne()
+        #expect(r13 == nil)
+
+        let evaluation = ConditionEvaluation(conditions: [NoCondition(), NoCondition()], gates: [])
+        var several = ConditionProgress.several(evaluation)
+        #expect(several.several === evaluation)
+        let r14 = several.answeredOne(.satisfied)
+        #expect(r14 == .ignored)
+        #expect(describe(several) == "several")
+        #expect(ConditionProgress.decided.several == nil)
+        #expect(ConditionProgress.none.several == nil)
+    }
+
+    // MARK: ProduceProgress
+
+    @Test func finishWithoutProduceDoesNotWait() {
+        var progress = ProduceProgress.none
+        let r15 = progress.finishRequested()
+        #expect(!r15)
+        #expect(progress == .none)
+    }
+
+    @Test func produceWithoutFinish() {
+        var progress = ProduceProgress.none
+        progress.begin()
+        #expect(progress == .adding(count: 1, finishWaits: false))
+        let r16 = progress.end()
+        #expect(!r16)
+        #expect(progress == .none)
+    }
+
+    @Test func finishWaitsForTheLastProduce() {
+        var progress = ProduceProgress.none
+        progress.begin()
+        progress.begin()
+        #expect(progress == .adding(count: 2, finishWaits: false))
+        let r17 = progress.finishRequested()
+        #expect(r17)
+        #expect(progress == .adding(count: 2, finishWaits: true))
+        // The first produce to end leaves the finish to the other one.
+        let r18 = progress.end()
+        #expect(!r18)
+        #expect(progress == .adding(count: 1, finishWaits: true))
+        let r19 = progress.end()
+        #expect(r19)
+        #expect(progress == .none)
+    }
+
+    // MARK: ExclusivityProgress
+
+    @Test func exclusivityRequestedThenGrantedThenReleased() {
+        var progress = ExclusivityProgress.none
+        #expect(!progress.wasRequested)
+        let r20 = progress.release()
+        #expect(!r20)
+        progress.request()
+        #expect(progress == .requested)
+        #expect(progress.wasRequested)
+        // Finished while waiting (withdrawn): nothing to give back.
+        var withdrawn = progress
+        let r21 = withdrawn.release()
+        #expect(!r21)
+        #expect(withdrawn == .requested)
+        progress.grant()
+        #expect(progress == .held)
+        #expect(progress.wasRequested)
+        let r22 = progress.release()
+        #expect(r22)
+        #expect(progress == .released)
+        // Given back once only.
+        let r23 = progress.release()
+        #expect(!r23)
+        progress.grant()
+        #expect(progress == .released)
+    }
+
+    @Test func grantWithoutRequestChangesNothing() {
+        var progress = ExclusivityProgress.none
+        progress.grant()
+        #expect(progress == .none)
+    }
+
+    // MARK: Layout
+
+    /// The point of the value types is also a small pending procedure: each stays within a few
+    /// bytes (see Benchmarks, "Memory per pending operation").
+    @Test func valueTypesStaySmall() {
+        #expect(MemoryLayout<EventDelivery>.size <= 16)
+        #expect(MemoryLayout<ConditionProgress>.size <= 9)
+        #expect(MemoryLayout<ProduceProgress>.size <= 5)
+        #expect(MemoryLayout<ExclusivityProgress>.size == 1)
+        #expect(MemoryLayout<ProcedureFlags>.size == 1)
+        #expect(MemoryLayout<FirstCondition>.size == 8)
+        #expect(MemoryLayout<FirstObserver>.size == 8)
+        #expect(MemoryLayout<ProcedureOperation.DirectFinish?>.size <= 4)
+        #expect(MemoryLayout<ProcedureOperation.Start?>.size <= 10)
+    }
+}
