@@ -90,9 +90,14 @@ open class ConcurrentOperation {
     /// Dependents released by a finish on the worker's own thread; only that thread touches it.
     var deferredReady: OperationList?
 
-    // protected by DependencyGraph.lock
+    /// The component of the dependency graph this operation belongs to, once it takes part in an
+    /// edge (see `GraphComponent`); never cleared. Written under `machine.lock` and the lock of
+    /// the component's root; read under either.
+    var graphComponent: GraphComponent?
+    // protected by the lock of the root of `graphComponent`
     var graphOrder = DependencyGraph.unassigned
-    /// Enqueued operations waiting for this one to finish; released when it finishes. Not
+    /// Enqueued operations waiting for this one to finish (under the component's lock, like
+    /// `graphOrder`); released when it finishes. Not
     /// retained: a listed operation is retained by its caller while it is being added, then by
     /// its queue until it finishes — and it finishes only after every listed entry of it was
     /// released (it ran: each dependency released it first) or removed (it was cancelled: it
@@ -311,7 +316,8 @@ open class ConcurrentOperation {
 }
 
 // Mutable state is protected by `machine.lock`, by the lock of the queue the operation is in
-// (the intrusive list and ready-list fields) or by `DependencyGraph.lock` (`graphOrder`), as
+// (the intrusive list and ready-list fields) or by the lock of their dependency-graph component
+// (`graphOrder`, `dependents`), as
 // marked on each field; `readiness` and `slotHandoff` are atomics.
 extension ConcurrentOperation: @unchecked Sendable {}
 
