@@ -90,11 +90,16 @@ open class ConcurrentOperation {
     /// Dependents released by a finish on the worker's own thread; only that thread touches it.
     var deferredReady: OperationList?
 
-    /// The component of the dependency graph this operation belongs to, once it takes part in an
-    /// edge (see `GraphComponent`); never cleared. Written under `machine.lock` and the lock of
-    /// the component's root; read under either.
-    var graphComponent: GraphComponent?
-    // protected by the lock of the root of `graphComponent`
+    /// The component of the dependency graph this operation belongs to once it takes part in an
+    /// edge (see `GraphComponent`), as the bits of an unretained pointer, or 0: set from 0 by a
+    /// compare-and-exchange under the lock of the joined root, then repointed to the root under
+    /// the root's lock (so that it may point to any component between the one joined and the
+    /// root); read without a lock.
+    let graphComponentBits = Atomic<UInt>(0)
+    /// Keeps the component this operation joined (and so every one it was merged into) alive.
+    /// Written once, by the thread whose exchange set `graphComponentBits`; never read.
+    var graphComponentReference: GraphComponent?
+    // protected by the lock of the root of the operation's component
     var graphOrder = DependencyGraph.unassigned
     /// Enqueued operations waiting for this one to finish (under the component's lock, like
     /// `graphOrder`); released when it finishes. Not

@@ -68,22 +68,20 @@ enum DependencyGraph {
         ofDependenciesOf operation: ConcurrentOperation
     ) -> (GraphComponent, OperationList, Int) {
         while true {
-            var anchor = operation.componentForReading
-            if anchor == nil {
+            var anchor = operation.graphComponentBits.load(ordering: .acquiring)
+            if anchor == 0 {
                 let (dependencies, start) = operation.machine.lock.withLock {
                     (operation._dependencies, operation.processedDependencyCount)
                 }
                 for index in start..<dependencies.count {
-                    if let component = dependencies[index].componentForReading {
-                        anchor = component
-                        break
-                    }
+                    anchor = dependencies[index].graphComponentBits.load(ordering: .acquiring)
+                    if anchor != 0 { break }
                 }
             }
-            let graph = anchor.map(GraphComponent.lockedRoot(from:)) ?? GraphComponent.lock(componentOf: operation)
-            if let foreign = graph.adopt(operation) {
+            let graph = anchor != 0 ? GraphComponent.lockedRoot(fromBits: anchor) : GraphComponent.lock(componentOf: operation)
+            if let ownForeign = graph.adopt(operation) {
                 graph.lock.unlock()
-                GraphComponent.merge(dependencySide: graph, dependentSide: foreign)
+                GraphComponent.merge(dependencySide: graph, dependentSide: ownForeign)
                 continue
             }
             let (dependencies, start) = operation.machine.lock.withLock {

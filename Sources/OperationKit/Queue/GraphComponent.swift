@@ -4,15 +4,15 @@ import Synchronization
 
 /// A connected component of the dependency graph (see `DependencyGraph`), union–find style.
 ///
-/// Every operation that takes part in an edge belongs to one component (its `graphComponent`);
+/// Every operation that takes part in an edge belongs to one component (its `graphComponentBits`);
 /// an operation that never takes part in an edge belongs to none, and so pays nothing. A
 /// component that has been merged into another points to it (`parent`); the one at the end of
 /// the chain, the root, holds the lock that protects, for all the members:
 /// - their `graphOrder` and the root's order counters (`nextLow`, `nextHigh`);
 /// - their `dependents` lists, and the handshake of `registerDependent` with a finish;
 /// - the count of unfinished registered dependencies in their `readiness`;
-/// - their `graphComponent` pointers (written under the root's lock and the operation's lock;
-///   read under either).
+/// - their `graphComponentBits` (set from 0 by a compare-and-exchange, repointed closer to the root
+///   under the root's lock; read atomically, without a lock).
 ///
 /// Components are never split (removing an edge leaves the component as it is), so an edge
 /// always joins two members of one component, and every path of the graph stays inside one:
@@ -44,31 +44,45 @@ final class GraphComponent: @unchecked Sendable {  // every field is protected a
     /// every chain of parents shorter than log2 of the size).
     private var memberCount = 0
 
-    /// The component this one was merged into, if any. Lock-free: the parent is kept alive by
-    /// this component, which the caller keeps alive.
-    var parent: GraphComponent? {
-        let bits = parentBits.load(ordering: .acquiring)
-        guard bits != 0, let pointer = UnsafeRawPointer(bitPattern: bits) else { return nil }
-        return Unmanaged<GraphComponent>.fromOpaque(pointer).takeUnretainedValue()
+    /// This component as the bits of an unretained pointer.
+    var bits: UInt { UInt(bitPattern: Unmanaged.passUnretained(self).toOpaque()) }
+
+    /// The component whose pointer bits are `bits` (non-zero). It must be alive: a member keeps
+    /// the component it joined alive, and every component keeps its parent alive.
+    @inline(__always)
+    static func at(_ bits: UInt) -> Unmanaged<GraphComponent> {
+        Unmanaged.fromOpaque(UnsafeRawPointer(bitPattern: bits).unsafelyUnwrapped)
     }
 
-    /// The root of `component` now (it may be merged away at once unless its lock is held).
-    static func root(from component: GraphComponent) -> GraphComponent {
-        var current = component
-        while let parent = current.parent { current = parent }
-        return current
-    }
-
-    /// Locks the root of `component` and returns it; it stays the root while locked.
-    static func lockedRoot(from component: GraphComponent) -> GraphComponent {
-        var current = component
+    /// The bits of the root now of the component at `bits` (lock-free, retaining nothing; it may
+    /// be merged away at once unless its lock is held).
+    static func rootBits(from bits: UInt) -> UInt {
+        var current = bits
         while true {
-            while let parent = current.parent { current = parent }
-            current.lock.lock()
-            if current.parentBits.load(ordering: .relaxed) == 0 { return current }
-            current.lock.unlock()
+            let parent = at(current)._withUnsafeGuaranteedRef { $0.parentBits.load(ordering: .acquiring) }
+            if parent == 0 { return current }
+            current = parent
         }
     }
+
+    /// The root now of `component`.
+    static func root(from component: GraphComponent) -> GraphComponent {
+        at(rootBits(from: component.bits)).takeUnretainedValue()
+    }
+
+    /// Locks the root of the component at `bits` and returns it; it stays the root while locked.
+    static func lockedRoot(fromBits bits: UInt) -> GraphComponent {
+        var current = bits
+        while true {
+            let root = at(rootBits(from: current)).takeUnretainedValue()
+            root.lock.lock()
+            if root.parentBits.load(ordering: .relaxed) == 0 { return root }
+            root.lock.unlock()
+            current = root.bits
+        }
+    }
+
+    static func lockedRoot(from component: GraphComponent) -> GraphComponent { lockedRoot(fromBits: component.bits) }
 
     /// A new, empty component, locked.
     private static func lockedNew() -> GraphComponent {
@@ -80,7 +94,8 @@ final class GraphComponent: @unchecked Sendable {  // every field is protected a
     /// Locks the root of the component of `operation`, which joins a new one if it has none.
     static func lock(componentOf operation: ConcurrentOperation) -> GraphComponent {
         while true {
-            if let component = operation.componentForReading { return lockedRoot(from: component) }
+            let bits = operation.graphComponentBits.load(ordering: .acquiring)
+            if bits != 0 { return lockedRoot(fromBits: bits) }
             let graph = lockedNew()
             if graph.adopt(operation) == nil { return graph }
             graph.lock.unlock()  // it joined another component meanwhile
@@ -90,8 +105,9 @@ final class GraphComponent: @unchecked Sendable {  // every field is protected a
     /// Locks the root of a component that holds both ends of an edge, merging theirs if needed.
     static func lock(componentOf dependent: ConcurrentOperation, and dependency: ConcurrentOperation) -> GraphComponent {
         while true {
-            let anchor = dependent.componentForReading ?? dependency.componentForReading
-            let graph = anchor.map(lockedRoot(from:)) ?? lockedNew()
+            var anchor = dependent.graphComponentBits.load(ordering: .acquiring)
+            if anchor == 0 { anchor = dependency.graphComponentBits.load(ordering: .acquiring) }
+            let graph = anchor != 0 ? lockedRoot(fromBits: anchor) : lockedNew()
             if let foreign = graph.adopt(dependent) {
                 graph.lock.unlock()
                 merge(dependencySide: graph, dependentSide: foreign)
@@ -112,7 +128,7 @@ final class GraphComponent: @unchecked Sendable {  // every field is protected a
             let below = root(from: lower)
             let above = root(from: upper)
             if below === above { return }
-            let (first, second) = ObjectIdentifier(below) < ObjectIdentifier(above) ? (below, above) : (above, below)
+            let (first, second) = below.bits < above.bits ? (below, above) : (above, below)
             first.lock.lock()
             second.lock.lock()
             let bothRoots = below.parentBits.load(ordering: .relaxed) == 0 && above.parentBits.load(ordering: .relaxed) == 0
@@ -141,7 +157,7 @@ final class GraphComponent: @unchecked Sendable {  // every field is protected a
     private func forward(to parent: GraphComponent, offset: Int) {
         offsetInParent = offset
         parentReference = parent
-        parentBits.store(UInt(bitPattern: Unmanaged.passUnretained(parent).toOpaque()), ordering: .releasing)
+        parentBits.store(parent.bits, ordering: .releasing)
     }
 
     // MARK: Members (call on a locked root)
@@ -149,39 +165,54 @@ final class GraphComponent: @unchecked Sendable {  // every field is protected a
     /// Makes `operation` a member if it belongs to no component. Returns `nil` if it is a member
     /// now, or the component it belongs to if that is another one.
     func adopt(_ operation: ConcurrentOperation) -> GraphComponent? {
-        let current = operation.machine.lock.withLock { () -> GraphComponent? in
-            if let component = operation.graphComponent { return component }
-            operation.graphComponent = self
-            return nil
+        let own = bits
+        var current = operation.graphComponentBits.load(ordering: .acquiring)
+        if current == 0 {
+            let (joined, found) = operation.graphComponentBits.compareExchange(
+                expected: 0, desired: own, ordering: .acquiringAndReleasing)
+            if joined {
+                // Written once, by the one thread whose exchange succeeded; read only by deinit.
+                operation.graphComponentReference = self
+                memberCount += 1
+                return nil
+            }
+            current = found
         }
-        guard let current else {
-            memberCount += 1
-            return nil
-        }
-        if current === self || GraphComponent.root(from: current) === self { return nil }
-        return current
+        if current == own || GraphComponent.rootBits(from: current) == own { return nil }
+        return GraphComponent.at(current).takeUnretainedValue()
     }
 
     /// Whether `operation` is a member (a dependency that is not may be anywhere).
     func holds(_ operation: ConcurrentOperation) -> Bool {
-        guard let component = operation.componentForReading else { return false }
-        return component === self || GraphComponent.root(from: component) === self
+        let current = operation.graphComponentBits.load(ordering: .acquiring)
+        return current != 0 && (current == bits || GraphComponent.rootBits(from: current) == bits)
     }
 
     /// The order of member `operation` in this root's order space (`DependencyGraph.unassigned`
     /// if it has none). Points the operation at this root, folding the offsets of the
     /// components on the way into its order.
+    @inline(__always)
     func order(of operation: ConcurrentOperation) -> Int {
-        guard let component = operation.graphComponent, component !== self else { return operation.graphOrder }
+        let own = bits
+        let current = operation.graphComponentBits.load(ordering: .acquiring)
+        if current == own { return operation.graphOrder }
+        return compress(operation, from: current)
+    }
+
+    private func compress(_ operation: ConcurrentOperation, from start: UInt) -> Int {
+        let own = bits
         var offset = 0
-        var current = component
-        while current !== self, let parent = current.parent {
-            offset += current.offsetInParent
-            current = parent
+        var current = start
+        while current != own {
+            let step = GraphComponent.at(current)._withUnsafeGuaranteedRef {
+                ($0.offsetInParent, $0.parentBits.load(ordering: .acquiring))
+            }
+            precondition(step.1 != 0, "an operation of the graph is not in the component of its edge")
+            offset += step.0
+            current = step.1
         }
-        assert(current === self, "an operation of the graph is not in the component of its edge")
         if operation.graphOrder != DependencyGraph.unassigned { operation.graphOrder += offset }
-        operation.machine.lock.withLock { operation.graphComponent = self }
+        operation.graphComponentBits.store(own, ordering: .releasing)
         return operation.graphOrder
     }
 
@@ -201,6 +232,9 @@ final class GraphComponent: @unchecked Sendable {  // every field is protected a
 }
 
 extension ConcurrentOperation {
-    /// The operation's component (not necessarily a root), read under its lock.
-    var componentForReading: GraphComponent? { machine.lock.withLock { graphComponent } }
+    /// The operation's component (not necessarily a root), if it has one.
+    var componentForReading: GraphComponent? {
+        let bits = graphComponentBits.load(ordering: .acquiring)
+        return bits == 0 ? nil : GraphComponent.at(bits).takeUnretainedValue()
+    }
 }
