@@ -3,11 +3,18 @@ import OperationKit
 import OperationKitTestSupport
 import Testing
 
-/// Results written by several threads, each into its own slot, and read once they have all
-/// finished (`onThreads` orders the writes before the reads).
+/// Results written by several threads, each into a slot of its own (a separate object, so that
+/// no two threads access one variable), and read once they have all finished (`onThreads` orders
+/// the writes before the reads).
 private final class PerThread<Element>: @unchecked Sendable {  // each slot has one writer, then readers
-    var slots: [[Element]]
-    init(count: Int) { slots = Array(repeating: [], count: count) }
+    final class Slot: @unchecked Sendable {  // see PerThread
+        var items: [Element] = []
+    }
+
+    let slot: [Slot]
+    init(count: Int) { slot = (0..<count).map { _ in Slot() } }
+
+    var all: [Element] { slot.flatMap(\.items) }
 }
 
 /// One attempt to add an edge: "`dependent` waits for `dependency`", and its outcome.
@@ -116,7 +123,7 @@ extension StressTests {
                     }
                     log.append(EdgeAttempt(dependent: dependent, dependency: dependency, error: error))
                 }
-                attempts.slots[thread] = log
+                attempts.slot[thread].items = log
             }
             guard finished else {
                 Issue.record("\(label): the threads adding edges did not finish")
@@ -124,7 +131,7 @@ extension StressTests {
             }
 
             // The oracle: the accepted edges, in a plain graph model.
-            let all = attempts.slots.flatMap { $0 }
+            let all = attempts.all
             var accepted = Array(repeating: [Int](), count: count)
             for attempt in all where attempt.error == nil { accepted[attempt.dependent].append(attempt.dependency) }
             let cyclic = (0..<count).filter { index in accepted[index].contains { waits($0, for: index, in: accepted) } }
@@ -203,7 +210,7 @@ extension StressTests {
                     } catch let caught {
                         error = caught
                     }
-                    attempts.slots[thread].append(EdgeAttempt(dependent: b, dependency: a, error: error))
+                    attempts.slot[thread].items.append(EdgeAttempt(dependent: b, dependency: a, error: error))
                     let joiner = thread * (joinerCount / 2) + round
                     let tally = joinerTallies[joiner]
                     let operation = ClosureOperation(name: "\(label).joiner\(joiner)") { tally.recordStart(clock) }
@@ -211,7 +218,7 @@ extension StressTests {
                     do {
                         try operation.addDependencies([operations[a], operations[b]])
                         try joiners.addOperation(operation)
-                        joinerEdges.slots[thread].append((joiner, a, b))
+                        joinerEdges.slot[thread].items.append((joiner, a, b))
                     } catch {
                         Issue.record("\(label): a new operation waiting for both chains was refused: \(error)")
                     }
@@ -228,7 +235,7 @@ extension StressTests {
                 return
             }
             let tooLate: Set<OperationError.Code> = [.dependentAlreadyExecuting, .dependentAlreadyFinished]
-            for attempt in attempts.slots.flatMap({ $0 }) {
+            for attempt in attempts.all {
                 if let error = attempt.error {
                     #expect(tooLate.contains(error.code), "\(label): \(attempt.dependent) → \(attempt.dependency): \(error)")
                 } else {
@@ -236,7 +243,7 @@ extension StressTests {
                 }
             }
             set.checkRanInOrder(label, edges: edges)
-            for (joiner, a, b) in joinerEdges.slots.flatMap({ $0 }) {
+            for (joiner, a, b) in joinerEdges.all {
                 let tally = joinerTallies[joiner]
                 #expect(tally.executionCount == 1 && tally.completionCount == 1, "\(label): joiner \(joiner) ran \(tally.executionCount) times")
                 #expect(tally.started > set.tallies[a].finished && tally.started > set.tallies[b].finished,
