@@ -91,7 +91,9 @@ private func waits(_ start: Int, for target: Int, in edges: [[Int]]) -> Bool {
 extension StressTests {
     /// The dependency graph has one lock per connected component (`GraphComponent`): edges added
     /// at once from many threads between operations of several queues, and components merged
-    /// while their operations finish.
+    /// while their operations finish. (That two operations with no edge between them share no
+    /// graph lock is not an observable event; Architecture.md, "The dependency graph's locks",
+    /// documents it, and the S6 benchmark measures it.)
     @Suite("Dependency graph components")
     struct GraphComponents {
         @Test("concurrent cross-queue edges: refused exactly when they close a cycle", arguments: 1...12)
