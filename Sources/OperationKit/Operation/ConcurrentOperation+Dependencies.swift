@@ -58,8 +58,8 @@ extension ConcurrentOperation {
     /// Stops waiting for `operation`. If this was the last unfinished dependency of an enqueued
     /// operation, it becomes ready. Removing an operation that is not a dependency does nothing.
     public final func removeDependency(_ operation: ConcurrentOperation) {
-        DependencyGraph.lock.lock()
-        defer { DependencyGraph.lock.unlock() }
+        let graph = GraphComponent.lock(componentOf: self)
+        defer { graph.lock.unlock() }
         let (registeredRemovals, isEnqueued) = machine.lock.withLock { () -> (Int, Bool) in
             var registered = 0
             var index = _dependencies.count - 1
@@ -76,7 +76,7 @@ extension ConcurrentOperation {
             return (registered, queue != nil)
         }
         guard isEnqueued else { return }
-        for _ in 0..<registeredRemovals where DependencyGraph.unregister(self, from: operation) {
+        for _ in 0..<registeredRemovals where graph.unregister(self, from: operation) {
             if dependencyDidFinish(), let queue = queueWhilePending {
                 queue.makeReady([self])
             }
@@ -93,8 +93,8 @@ extension ConcurrentOperation {
     private func addDependencyWhileEnqueued(
         _ operation: ConcurrentOperation, queue: ConcurrentOperationQueue
     ) throws(OperationError) {
-        DependencyGraph.lock.lock()
-        defer { DependencyGraph.lock.unlock() }
+        let graph = GraphComponent.lock(componentOf: self, and: operation)
+        defer { graph.lock.unlock() }
         let (refusal, cancelled) = machine.lock.withLock { () -> (OperationError.Code?, Bool) in
             if let refusal = refusalOfNewDependency() { return (refusal, false) }
             _dependencies.append(operation)
@@ -118,7 +118,7 @@ extension ConcurrentOperation {
             return
         }
         do {
-            try DependencyGraph.order(operation, before: self)
+            try graph.order(operation, before: self)
         } catch {
             undo()
             throw error

@@ -159,23 +159,25 @@ extension ConcurrentOperation {
             }
         }
         guard flags & LifeFlags.hasDependents != 0 else { return (OperationList(), waiting) }
-        // Under the graph lock: the entries are not retained, and each is alive while it is
+        // Under the component's lock: the entries are not retained, and each is alive while it is
         // listed (see `dependents`) — but only until the decrement that makes it runnable: from
         // then on a worker may take it (through a stale ready-list entry), run it, and its queue
         // release it before this loop is done with it. So an entry that this decrement may make
         // runnable is retained first.
         var unneeded = OperationList()
-        let runnable = DependencyGraph.lock.withLock {
+        // (It has a component: it registered a dependent before `hasDependents` was set.)
+        let graph = GraphComponent.lock(componentOf: self)
+        let runnable = { () -> OperationList in
             var runnable = OperationList()
             for entry in dependents {
-                // The count changes only under the graph lock (only the flags change without it),
+                // The count changes only under the component's lock (only the flags change without it),
                 // so only an entry whose count is 1 now can reach exactly 0 below.
                 let mayBecomeRunnable = entry._withUnsafeGuaranteedRef {
                     $0.readiness.load(ordering: .relaxed) & Readiness.countMask == 1
                 }
                 if mayBecomeRunnable { _ = entry.retain() }
                 if entry._withUnsafeGuaranteedRef({ $0.dependencyDidFinish() }) {
-                    assert(mayBecomeRunnable, "a dependent's count changed outside the graph lock")
+                    assert(mayBecomeRunnable, "a dependent's count changed outside its component's lock")
                     runnable.append(mayBecomeRunnable ? entry.takeRetainedValue() : entry.takeUnretainedValue())
                 } else if mayBecomeRunnable {
                     // Cancelled, or still being enqueued, meanwhile: `cancel()` or the enqueuer
@@ -185,7 +187,8 @@ extension ConcurrentOperation {
             }
             dependents = UnretainedOperationList()
             return runnable
-        }
+        }()
+        graph.lock.unlock()
         withExtendedLifetime(unneeded) {}
         return (runnable, waiting)
     }
@@ -195,10 +198,10 @@ extension ConcurrentOperation {
     /// dependencies: one that has just set its finished flag may not have released its list yet.)
     /// (Indices rather than a for-in loop over the list, whose iterator may run unspecialised.)
     private func leaveDependents(of dependencies: OperationList) {
-        DependencyGraph.lock.withLock {
-            for index in 0..<dependencies.count {
-                while DependencyGraph.unregister(self, from: dependencies[index]) {}
-            }
+        let graph = GraphComponent.lock(componentOf: self)
+        defer { graph.lock.unlock() }
+        for index in 0..<dependencies.count {
+            while graph.unregister(self, from: dependencies[index]) {}
         }
     }
 

@@ -12,9 +12,10 @@ enum SlotHandoff {
     static let slotReturned: UInt8 = 3
 }
 
-/// The bits of `ConcurrentOperation.lifeFlags`. A dependent registers (under the graph lock) only
+/// The bits of `ConcurrentOperation.lifeFlags`. A dependent registers (under the lock of the graph
+/// component the two share) only
 /// after setting `hasDependents` and seeing no `finished`; a finishing operation sets `finished`
-/// and, if it sees `hasDependents`, takes its dependents under the graph lock. Both sides use
+/// and, if it sees `hasDependents`, takes its dependents under that lock. Both sides use
 /// read-modify-writes of one atomic, so one of them always sees the other: a dependent is either
 /// refused (its dependency has finished) or taken by the finish.
 ///
@@ -61,7 +62,7 @@ extension ConcurrentOperation {
         lifeFlags.load(ordering: .sequentiallyConsistent) & (LifeFlags.finished | LifeFlags.tailPending) == LifeFlags.finished
     }
 
-    /// Under `DependencyGraph.lock`: records `dependent` as waiting for this operation, unless it
+    /// Under the lock of the root of this operation's (and the dependent's) graph component: records `dependent` as waiting for this operation, unless it
     /// has finished. Returns whether it was recorded.
     func registerDependent(_ dependent: ConcurrentOperation) -> Bool {
         let flags = lifeFlags.load(ordering: .sequentiallyConsistent)

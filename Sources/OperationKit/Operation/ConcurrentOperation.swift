@@ -90,9 +90,19 @@ open class ConcurrentOperation {
     /// Dependents released by a finish on the worker's own thread; only that thread touches it.
     var deferredReady: OperationList?
 
-    // protected by DependencyGraph.lock
+    /// The component of the dependency graph this operation belongs to once it takes part in an
+    /// edge (see `GraphComponent`), as the bits of an unretained pointer, or 0: set from 0 by a
+    /// compare-and-exchange under the lock of the joined root, then repointed to the root under
+    /// the root's lock (so that it may point to any component between the one joined and the
+    /// root); read without a lock.
+    let graphComponentBits = Atomic<UInt>(0)
+    /// Keeps the component this operation joined (and so every one it was merged into) alive.
+    /// Written once, by the thread whose exchange set `graphComponentBits`; never read.
+    var graphComponentReference: GraphComponent?
+    // protected by the lock of the root of the operation's component
     var graphOrder = DependencyGraph.unassigned
-    /// Enqueued operations waiting for this one to finish; released when it finishes. Not
+    /// Enqueued operations waiting for this one to finish (under the component's lock, like
+    /// `graphOrder`); released when it finishes. Not
     /// retained: a listed operation is retained by its caller while it is being added, then by
     /// its queue until it finishes — and it finishes only after every listed entry of it was
     /// released (it ran: each dependency released it first) or removed (it was cancelled: it
@@ -323,7 +333,8 @@ open class ConcurrentOperation {
 }
 
 // Mutable state is protected by `machine.lock`, by the lock of the queue the operation is in
-// (the intrusive list and ready-list fields) or by `DependencyGraph.lock` (`graphOrder`), as
+// (the intrusive list and ready-list fields) or by the lock of their dependency-graph component
+// (`graphOrder`, `dependents`), as
 // marked on each field; `readiness` and `slotHandoff` are atomics.
 extension ConcurrentOperation: @unchecked Sendable {}
 

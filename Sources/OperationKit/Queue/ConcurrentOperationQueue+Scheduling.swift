@@ -57,24 +57,24 @@ extension ConcurrentOperationQueue {
     /// kept it from running meanwhile; a dependency that finished meanwhile has already dropped
     /// it from its list.
     func unprepare(_ operation: ConcurrentOperation, barrier pendingBarrier: ConcurrentOperation?) {
-        DependencyGraph.lock.withLock {
-            let (dependencies, registered) = operation.machine.lock.withLock {
-                (operation._dependencies, operation.processedDependencyCount)
-            }
-            for index in 0..<registered {
-                while DependencyGraph.unregister(operation, from: dependencies[index]) {}
-            }
-            operation.machine.lock.withLock {
-                operation.queueReference = nil
-                operation.processedDependencyCount = 0
-                operation.didUnclaim()
-                if let pendingBarrier, pendingBarrier !== operation,
-                   let index = operation._dependencies.lastIndex(where: { $0 === pendingBarrier }) {
-                    operation._dependencies.remove(at: index)
-                }
-            }
-            operation.readiness.store(0, ordering: .releasing)
+        let graph = GraphComponent.lock(componentOf: operation)
+        defer { graph.lock.unlock() }
+        let (dependencies, registered) = operation.machine.lock.withLock {
+            (operation._dependencies, operation.processedDependencyCount)
         }
+        for index in 0..<registered {
+            while graph.unregister(operation, from: dependencies[index]) {}
+        }
+        operation.machine.lock.withLock {
+            operation.queueReference = nil
+            operation.processedDependencyCount = 0
+            operation.didUnclaim()
+            if let pendingBarrier, pendingBarrier !== operation,
+               let index = operation._dependencies.lastIndex(where: { $0 === pendingBarrier }) {
+                operation._dependencies.remove(at: index)
+            }
+        }
+        operation.readiness.store(0, ordering: .releasing)
     }
 
     /// Links prepared operations into the queue and releases their `enqueuing` flag.

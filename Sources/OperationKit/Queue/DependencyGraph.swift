@@ -1,11 +1,11 @@
-/// The process-wide dependency graph of enqueued operations, kept in a topological order so that
+/// The dependency graph of enqueued operations, kept in a topological order so that
 /// a cycle is found when the edge that closes it is registered, at O(1) for the usual edge.
 ///
 /// An edge "`dependent` waits for `dependency`" is registered when the dependent is added to a
 /// queue (or when a dependency is added to an operation that is already in one). Only edges
 /// between unfinished operations are kept; an operation's successors are its `dependents` and its
 /// predecessors are its first `processedDependencyCount` dependencies that are unfinished.
-/// The `dependents` lists are protected by this graph's lock (see `LifeFlags`).
+/// The `dependents` lists are protected by the lock of their component (see `LifeFlags`).
 ///
 /// Every operation that takes part in an edge has a `graphOrder`, and every registered edge goes
 /// from a lower order to a higher one. A new edge that already respects the order cannot close a
@@ -15,25 +15,21 @@
 /// operations whose order lies between the two ends: it finds the cycle if there is one, else
 /// it reorders just those operations.
 ///
-/// Lock order: `DependencyGraph.lock`, then a queue's lock, then an operation's lock. No code
-/// takes the graph lock while holding another lock.
+/// The graph is split into its connected components (`GraphComponent`), each with its own lock
+/// and its own order space, so that unrelated operations — of one queue or of several — never
+/// contend; the functions below run on the locked root of the component that holds the edge.
+///
+/// Lock order: a component's lock, then a queue's lock, then an operation's lock. No code
+/// takes a component lock while holding another lock (except `GraphComponent.merge`).
 enum DependencyGraph {
-    static let lock = Lock()
     static let unassigned = Int.min
-
-    // protected by `lock`
-    nonisolated(unsafe) private static var nextLow = -1
-    nonisolated(unsafe) private static var nextHigh = 0
 
     /// Registers the unprocessed dependencies of `operation`, which must already know its queue.
     /// On a cycle, undoes what this call registered and throws; the caller rolls back the rest.
     /// The caller holds the `enqueuing` flag, so nothing here can make the operation runnable.
     static func registerDependencies(of operation: ConcurrentOperation) throws(OperationError) {
-        lock.lock()
-        defer { lock.unlock() }
-        let (dependencies, start) = operation.machine.lock.withLock {
-            (operation._dependencies, operation.processedDependencyCount)
-        }
+        let (graph, dependencies, start) = lockComponent(ofDependenciesOf: operation)
+        defer { graph.lock.unlock() }
         // Indices, not a slice: `Slice<OperationList>` runs unspecialised here (a generic
         // metadata lookup per call).
         let end = dependencies.count
@@ -44,12 +40,14 @@ enum DependencyGraph {
         for index in start..<end {
             let dependency = dependencies[index]
             do {
-                try order(dependency, before: operation)
+                try graph.order(dependency, before: operation)
             } catch {
                 // Release the count of every dependency, except those registered here that have
                 // finished since: their finish released their count already.
                 var absent = 0
-                for doneIndex in start..<index where !unregister(operation, from: dependencies[doneIndex]) { absent += 1 }
+                for doneIndex in start..<index where !graph.unregister(operation, from: dependencies[doneIndex]) {
+                    absent += 1
+                }
                 let releasedByFinish = absent - skipped
                 operation.readiness.subtract(pendingCount - releasedByFinish, ordering: .acquiringAndReleasing)
                 throw error
@@ -62,23 +60,66 @@ enum DependencyGraph {
         }
     }
 
+    /// Locks the root of a component holding `operation` and its unprocessed dependencies
+    /// (merging components as needed) and returns it with those dependencies, read under it.
+    /// The component is that of the operation or of its first dependency that has one, so that
+    /// the usual edge — a new operation after one of the graph — creates and merges nothing.
+    private static func lockComponent(
+        ofDependenciesOf operation: ConcurrentOperation
+    ) -> (GraphComponent, OperationList, Int) {
+        while true {
+            var anchor = operation.graphComponentBits.load(ordering: .acquiring)
+            if anchor == 0 {
+                let (dependencies, start) = operation.machine.lock.withLock {
+                    (operation._dependencies, operation.processedDependencyCount)
+                }
+                for index in start..<dependencies.count {
+                    anchor = dependencies[index].graphComponentBits.load(ordering: .acquiring)
+                    if anchor != 0 { break }
+                }
+            }
+            let graph = anchor != 0 ? GraphComponent.lockedRoot(fromBits: anchor) : GraphComponent.lock(componentOf: operation)
+            if let ownForeign = graph.adopt(operation) {
+                graph.lock.unlock()
+                GraphComponent.merge(dependencySide: graph, dependentSide: ownForeign)
+                continue
+            }
+            let (dependencies, start) = operation.machine.lock.withLock {
+                (operation._dependencies, operation.processedDependencyCount)
+            }
+            var foreign: GraphComponent?
+            for index in start..<dependencies.count {
+                foreign = graph.adopt(dependencies[index])
+                if foreign != nil { break }
+            }
+            guard let foreign else { return (graph, dependencies, start) }
+            graph.lock.unlock()
+            GraphComponent.merge(dependencySide: foreign, dependentSide: graph)
+        }
+    }
+}
+
+// MARK: Edges (call on the locked root of the component)
+
+extension GraphComponent {
     /// Removes `dependent` from the dependents of `dependency`. Returns `true` if it was there (so
     /// the caller owes the dependent's readiness one decrement).
-    /// Call with `lock` held.
-    static func unregister(_ dependent: ConcurrentOperation, from dependency: ConcurrentOperation) -> Bool {
+    /// `dependent` is a member; `dependency` may be anywhere (if it is not a member, `dependent`
+    /// is not in its list).
+    func unregister(_ dependent: ConcurrentOperation, from dependency: ConcurrentOperation) -> Bool {
+        guard holds(dependency) else { return false }
         let entry = Unmanaged.passUnretained(dependent).toOpaque()
         guard let index = dependency.dependents.firstIndex(where: { $0.toOpaque() == entry }) else { return false }
         dependency.dependents.remove(at: index)
         return true
     }
 
-    // MARK: Ordering (call with `lock` held)
-
     /// Makes `graphOrder(dependency) < graphOrder(dependent)`, or throws if `dependency` already
     /// waits, directly or not, for `dependent`.
-    static func order(_ dependency: ConcurrentOperation, before dependent: ConcurrentOperation) throws(OperationError) {
-        if dependency.graphOrder == unassigned { moveToBottom(dependency) }
-        if dependent.graphOrder == unassigned { moveToTop(dependent) }
+    func order(_ dependency: ConcurrentOperation, before dependent: ConcurrentOperation) throws(OperationError) {
+        let unassigned = DependencyGraph.unassigned
+        if order(of: dependency) == unassigned { moveToBottom(dependency) }
+        if order(of: dependent) == unassigned { moveToTop(dependent) }
         if dependency.graphOrder < dependent.graphOrder { return }
         if predecessors(of: dependency).isEmpty {
             moveToBottom(dependency)
@@ -91,24 +132,14 @@ enum DependencyGraph {
         try reorder(dependency, before: dependent)
     }
 
-    private static func moveToBottom(_ operation: ConcurrentOperation) {
-        operation.graphOrder = nextLow
-        nextLow -= 1
-    }
-
-    private static func moveToTop(_ operation: ConcurrentOperation) {
-        operation.graphOrder = nextHigh
-        nextHigh += 1
-    }
-
     /// Operations that wait for `operation`: not finished, and not cancelled (a cancelled
     /// operation waits for none of its dependencies, so its edges close no cycle).
-    static func successors(of operation: ConcurrentOperation) -> [ConcurrentOperation] {
+    func successors(of operation: ConcurrentOperation) -> [ConcurrentOperation] {
         operation.dependents.map { $0.takeUnretainedValue() }.filter { !$0.hasFinished && !$0.isCancelled }
     }
 
     /// Registered, unfinished dependencies of `operation`; none if it was cancelled.
-    static func predecessors(of operation: ConcurrentOperation) -> [ConcurrentOperation] {
+    func predecessors(of operation: ConcurrentOperation) -> [ConcurrentOperation] {
         let (registered, count) = operation.machine.lock.withLock {
             (operation._dependencies, operation.machine.lifecycle.isCancelled ? 0 : operation.processedDependencyCount)
         }
@@ -116,8 +147,8 @@ enum DependencyGraph {
     }
 
     /// Pearce–Kelly: the edge `dependency → dependent` violates the order.
-    private static func reorder(_ dependency: ConcurrentOperation, before dependent: ConcurrentOperation) throws(OperationError) {
-        let upper = dependency.graphOrder
+    private func reorder(_ dependency: ConcurrentOperation, before dependent: ConcurrentOperation) throws(OperationError) {
+        let upper = dependency.graphOrder  // both normalised by `order(_:before:)`
         let lower = dependent.graphOrder
 
         // Forward from the dependent, through orders below the dependency's. Reaching the
@@ -138,7 +169,7 @@ enum DependencyGraph {
                         operations: ([dependency] + path).map(\.displayName),
                         "dependency cycle: each operation waits for the one after it, and the last for the first")
                 }
-                if next.graphOrder < upper, seen.insert(ObjectIdentifier(next)).inserted {
+                if order(of: next) < upper, seen.insert(ObjectIdentifier(next)).inserted {
                     parent[ObjectIdentifier(next)] = node
                     forward.append(next)
                     stack.append(next)
@@ -152,7 +183,7 @@ enum DependencyGraph {
         stack = [dependency]
         while let node = stack.popLast() {
             for previous in predecessors(of: node)
-            where previous.graphOrder > lower && seen.insert(ObjectIdentifier(previous)).inserted {
+            where order(of: previous) > lower && seen.insert(ObjectIdentifier(previous)).inserted {
                 backward.append(previous)
                 stack.append(previous)
             }

@@ -77,10 +77,21 @@ struct GraphModel {
 /// invariant and to aim edges at the Pearce–Kelly slow path. Only used with nothing running.
 enum GraphProbe {
     /// The graph order of each operation, `nil` if it never took part in an edge.
+    /// Orders of operations of different components are not comparable (see `sameComponent`).
     static func orders(_ operations: [ConcurrentOperation]) -> [Int?] {
-        DependencyGraph.lock.withLock {
-            operations.map { $0.graphOrder == DependencyGraph.unassigned ? nil : $0.graphOrder }
+        operations.map { operation in
+            guard let component = operation.componentForReading else { return nil }
+            let graph = GraphComponent.lockedRoot(from: component)
+            defer { graph.lock.unlock() }
+            let order = graph.order(of: operation)
+            return order == DependencyGraph.unassigned ? nil : order
         }
+    }
+
+    /// Whether both operations belong to one component of the graph.
+    static func sameComponent(_ first: ConcurrentOperation, _ second: ConcurrentOperation) -> Bool {
+        guard let one = first.componentForReading, let other = second.componentForReading else { return false }
+        return GraphComponent.root(from: one) === GraphComponent.root(from: other)
     }
 }
 
@@ -126,7 +137,8 @@ final class GraphHarness {
     /// Whether the edge "`dependent` waits for `dependency`" goes against the current order between
     /// two operations that both have edges on the far side: the O(1) paths cannot take it.
     func isSlowPath(dependent: Int, dependency: Int) -> Bool {
-        guard model.isEnqueued[dependent] else { return false }
+        guard model.isEnqueued[dependent],
+              GraphProbe.sameComponent(operations[dependent], operations[dependency]) else { return false }
         let orders = GraphProbe.orders([operations[dependent], operations[dependency]])
         guard let lower = orders[0], let upper = orders[1], upper > lower else { return false }
         return !model.registeredDependencies(of: dependency).isEmpty && model.hasDependents(dependent)
