@@ -96,9 +96,8 @@ open class ConcurrentOperation {
     /// the root's lock (so that it may point to any component between the one joined and the
     /// root); read without a lock.
     let graphComponentBits = Atomic<UInt>(0)
-    /// Keeps the component this operation joined (and so every one it was merged into) alive.
-    /// Written once, by the thread whose exchange set `graphComponentBits`; never read.
-    var graphComponentReference: GraphComponent?
+    // (What keeps that component alive is `machine.graphComponentKeepAlive`: the machine's
+    // allocation has room for it, this one has none.)
     // protected by the lock of the root of the operation's component
     var graphOrder = DependencyGraph.unassigned
     /// Enqueued operations waiting for this one to finish (under the component's lock, like

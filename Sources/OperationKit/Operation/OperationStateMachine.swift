@@ -69,6 +69,14 @@ public final class OperationStateMachine {
     // protected by `lock`
     var lifecycle = OperationLifecycle()
 
+    /// For the machine of a ``ConcurrentOperation``: keeps alive the dependency-graph component
+    /// the operation joined (and so every one it was merged into; see `GraphComponent`). Written
+    /// once, by the thread whose exchange set the operation's `graphComponentBits`; never read.
+    /// It lives here because this object's allocation has room for one more word and the
+    /// operation's has none: moving it here keeps a pending `ClosureOperation` one 16-byte heap
+    /// granule smaller.
+    var graphComponentKeepAlive: AnyObject?
+
     private var executionBlock: (@Sendable () -> Void)? { standalone?.execution }
     private var cancellationBlock: (@Sendable () -> Void)? { standalone?.cancellation }
     private var finalizationBlock: (@Sendable () -> Void)? { standalone?.finalization }

@@ -41,22 +41,12 @@ import Synchronization
 ///
 /// See `Documentation/Procedures.md` in the repository for the whole guide.
 open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
-    // All the fields below are protected by `machine.lock`, except where said. They are ordered
-    // so that the small ones share words (a pending procedure's size matters: see Benchmarks).
-    // Each group of related facts is one value type whose cases leave out the impossible
-    // combinations (see ProcedureStateValues.swift).
-    @exclusivity(unchecked) var procedureLifecycle = ProcedureLifecycle()
-    @exclusivity(unchecked) var flags: ProcedureFlags = []
-    /// The events some observer listens to (the union of their `observedEvents`).
-    @exclusivity(unchecked) var observedEvents: ProcedureEventKinds = []
-    /// The events the class's hooks (`procedureWillExecute()`…) need; every kind unless a
-    /// subclass of this module says it overrides none (``ClosureProcedure``…). Set in `init`.
-    @exclusivity(unchecked) var hookEvents: ProcedureEventKinds = .all
-    /// The procedure's ``MutuallyExclusive`` categories: asked for (so a cancel may withdraw), held.
-    @exclusivity(unchecked) var exclusivity = ExclusivityProgress.none
-    /// Whether a condition that may make a dependency was added (any but a ``ClosureCondition``):
-    /// if not, the queue's add need not look (see `conditionDependenciesToEnqueue`).
-    let conditionsMayProduceDependencies = Atomic<Bool>(false)
+    // All the fields below are protected by `machine.lock`, except where said. Each group of
+    // related facts is one value type whose cases leave out the impossible combinations (see
+    // ProcedureStateValues.swift). They are declared in the order that packs them tightest (a
+    // class lays its fields out in declaration order, and a pending procedure's size matters: see
+    // Benchmarks): the word-aligned ones first, then each 9-byte enum followed by small fields
+    // that fill its word, then the 4-byte-aligned ones — 104 bytes after the operation's.
     @exclusivity(unchecked) var _errors: [any Error] = []
     @exclusivity(unchecked) var _diagnostics: [String] = []
     /// The conditions: the first in one word (most procedures have at most one, a
@@ -67,8 +57,6 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// the procedure lets go of its observers after its last event was delivered: the thread
     /// delivering an event reads it without the lock (see `ObserversToTell.first`).
     @exclusivity(unchecked) var firstObserver = FirstObserver.none
-    @exclusivity(unchecked) var conditionTotal: Int32 = 0
-    @exclusivity(unchecked) var observerTotal: Int32 = 0
     /// What goes beyond the usual single `ClosureCondition` and single observer (see
     /// `ConditionExtras`): made only when needed.
     @exclusivity(unchecked) var conditionExtras: ConditionExtras?
@@ -76,8 +64,20 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     @exclusivity(unchecked) var eventDelivery = EventDelivery.idle
     /// The evaluation of the conditions, while it runs (see `evaluateOne`, `drive`).
     @exclusivity(unchecked) var conditionProgress = ConditionProgress.none
+    @exclusivity(unchecked) var procedureLifecycle = ProcedureLifecycle()
+    @exclusivity(unchecked) var flags: ProcedureFlags = []
+    /// The events some observer listens to (the union of their `observedEvents`).
+    @exclusivity(unchecked) var observedEvents: ProcedureEventKinds = []
+    /// The events the class's hooks (`procedureWillExecute()`…) need; every kind unless a
+    /// subclass of this module says it overrides none (``ClosureProcedure``…). Set in `init`.
+    @exclusivity(unchecked) var hookEvents: ProcedureEventKinds = .all
+    /// The procedure's ``MutuallyExclusive`` categories: asked for (so a cancel may withdraw), held.
+    @exclusivity(unchecked) var exclusivity = ExclusivityProgress.none
     /// See `performExecute`. Not under the lock: written in the start step, read by that thread.
     @exclusivity(unchecked) var startedInBaseStep: Start?
+    /// Whether a condition that may make a dependency was added (any but a ``ClosureCondition``):
+    /// if not, the queue's add need not look (see `conditionDependenciesToEnqueue`).
+    let conditionsMayProduceDependencies = Atomic<Bool>(false)
     /// Whether did execute was told (or queued). Written under the lock; read without it too (it
     /// only ever becomes `true`).
     let didExecuteTold = Atomic<Bool>(false)
@@ -85,6 +85,8 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     @exclusivity(unchecked) var finishedDirectly: DirectFinish?
     /// `produce(_:)` calls adding their operation now; a finish meanwhile waits for them.
     @exclusivity(unchecked) var produceProgress = ProduceProgress.none
+    @exclusivity(unchecked) var conditionTotal: Int32 = 0
+    @exclusivity(unchecked) var observerTotal: Int32 = 0
 
     /// Creates a procedure. Subclasses override ``ConcurrentOperation/execute()``.
     ///
