@@ -156,3 +156,29 @@ enum UnretainedOperations: SmallListStorage {
         }
     }
 }
+
+extension SmallList where Storage == RetainedOperations {
+    /// Calls `body` with the elements from index `start` on, in order, until it returns a value;
+    /// returns that value. The elements are lent without being retained (the list holds them), so
+    /// a scan of many elements costs no reference counting.
+    @inline(__always)
+    func firstResult<Result>(from start: Int, _ body: (ConcurrentOperation) -> Result?) -> Result? {
+        switch storage {
+        case .one(let operation):
+            return start == 0 ? body(operation) : nil
+        case .many(let operations):
+            return operations.withUnsafeBufferPointer { buffer -> Result? in
+                let raw = UnsafeRawBufferPointer(buffer)
+                let stride = MemoryLayout<ConcurrentOperation>.stride
+                var index = start
+                while index < buffer.count {
+                    let pointer = raw.load(fromByteOffset: index &* stride, as: UnsafeRawPointer.self)
+                    let result = Unmanaged<ConcurrentOperation>.fromOpaque(pointer)._withUnsafeGuaranteedRef(body)
+                    if let result { return result }
+                    index &+= 1
+                }
+                return nil
+            }
+        }
+    }
+}
