@@ -34,6 +34,12 @@ let package = Package(
             dependencies: ["OperationKit"],
             path: "Examples/Workflows"
         ),
+        .executableTarget(
+            name: "pmake",
+            dependencies: ["OperationKit"],
+            path: "Examples/pmake",
+            exclude: ["sample.pmake"]
+        ),
         .target(
             name: "OperationKitTestSupport",
             dependencies: ["OperationKit"]
