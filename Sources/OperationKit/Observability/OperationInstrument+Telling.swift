@@ -127,13 +127,16 @@ extension ConcurrentOperation {
 
 extension ConcurrentOperationQueue {
     /// The queue of a group's children (or of a retry's attempts) takes `instrument`, that of the
-    /// queue its owner was added to. If it had none, the operations it already holds (the
-    /// group's first children) are told as added now.
+    /// queue its owner was added to. If it had none, the operations it already holds and that
+    /// have not finished (the group's first children) are told as added now. (One that finishes
+    /// after this check finds the instrument in its finish step: the check takes the operation's
+    /// lock after the instrument was stored. One that finished before it — a cancelled group lets
+    /// its cancelled children finish — is left out: it told nothing, and tells nothing more.)
     func adoptInstrument(_ instrument: any OperationInstrument) {
         let previous = instrumentSlot.current
         if let previous, ObjectIdentifier(previous) == ObjectIdentifier(instrument) { return }
         instrumentSlot.instrument = instrument
-        if previous == nil { tellAdded(operations, to: instrument) }
+        if previous == nil { tellAdded(operations.filter { !$0.isFinished }, to: instrument) }
     }
 }
 
