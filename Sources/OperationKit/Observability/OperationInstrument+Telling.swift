@@ -1,6 +1,8 @@
 // Where the library tells instruments: the `instrument` of a queue, the slot an operation's
 // events go to, and the order of a cancel's event before the finish's.
 
+import Synchronization
+
 #if canImport(Glibc)
 @preconcurrency import Glibc
 #elseif canImport(Musl)
@@ -127,16 +129,79 @@ extension ConcurrentOperation {
 
 extension ConcurrentOperationQueue {
     /// The queue of a group's children (or of a retry's attempts) takes `instrument`, that of the
-    /// queue its owner was added to. If it had none, the operations it already holds and that
-    /// have not finished (the group's first children) are told as added now. (One that finishes
-    /// after this check finds the instrument in its finish step: the check takes the operation's
-    /// lock after the instrument was stored. One that finished before it — a cancelled group lets
-    /// its cancelled children finish — is left out: it told nothing, and tells nothing more.)
-    func adoptInstrument(_ instrument: any OperationInstrument) {
+    /// queue its owner was added to.
+    ///
+    /// If it had none and `tellHeld`, the operations it already holds (a group's first children,
+    /// which cannot run before the group does) are told as added now, before any other event of
+    /// theirs: meanwhile the queue's slot holds an ``AdoptionBuffer`` that keeps their events
+    /// (a cancel racing with the add) until the replay is done. A cancelled group passes
+    /// `tellHeld: false`: its children may be finishing already (it lets its cancelled children
+    /// finish), so they tell the instrument from their next event on, without `added`.
+    func adoptInstrument(_ instrument: any OperationInstrument, tellHeld: Bool) {
         let previous = instrumentSlot.current
         if let previous, ObjectIdentifier(previous) == ObjectIdentifier(instrument) { return }
+        guard previous == nil, tellHeld else {
+            instrumentSlot.instrument = instrument
+            return
+        }
+        let buffer = AdoptionBuffer(instrument)
+        instrumentSlot.instrument = buffer
+        tellAdded(operations, to: instrument)
+        buffer.release()
         instrumentSlot.instrument = instrument
-        if previous == nil { tellAdded(operations.filter { !$0.isFinished }, to: instrument) }
+    }
+}
+
+/// Stands in a queue's slot while the queue adopts an instrument and tells it the operations it
+/// holds (see `ConcurrentOperationQueue.adoptInstrument(_:tellHeld:)`): keeps the events told
+/// meanwhile, delivers them in order once released, then passes events straight through.
+final class AdoptionBuffer: OperationInstrument {
+    enum Held {
+        case operation(OperationEvent)
+        case task(WorkflowTaskEvent)
+        case machine(StateMachineEvent)
+    }
+
+    let target: any OperationInstrument
+    private let held = Mutex<(released: Bool, events: [Held])>((false, []))
+
+    init(_ target: any OperationInstrument) { self.target = target }
+
+    func record(_ event: OperationEvent) { if !hold(.operation(event)) { target.record(event) } }
+    func record(_ event: WorkflowTaskEvent) { if !hold(.task(event)) { target.record(event) } }
+    func record(_ event: StateMachineEvent) { if !hold(.machine(event)) { target.record(event) } }
+    func run(_ operation: ConcurrentOperation, _ body: () -> Void) { target.run(operation, body) }
+
+    /// Keeps `event` unless released; returns whether it was kept.
+    private func hold(_ event: Held) -> Bool {
+        held.withLock { held in
+            if held.released { return false }
+            held.events.append(event)
+            return true
+        }
+    }
+
+    /// Delivers the kept events in order (also those that come meanwhile), then lets later ones
+    /// through: `released` is set only once nothing kept is left undelivered.
+    func release() {
+        while true {
+            let batch = held.withLock { held -> [Held] in
+                if held.events.isEmpty {
+                    held.released = true
+                    return []
+                }
+                defer { held.events = [] }
+                return held.events
+            }
+            if batch.isEmpty { return }
+            for event in batch {
+                switch event {
+                case .operation(let event): target.record(event)
+                case .task(let event): target.record(event)
+                case .machine(let event): target.record(event)
+                }
+            }
+        }
     }
 }
 

@@ -186,7 +186,7 @@ public final class RetryOperation<Output: Sendable>: ResultProcedure<Output>, @u
 
     /// The attempts' queue takes the instrument of the queue the retry was added to.
     override func adoptInstrument(_ instrument: any OperationInstrument) {
-        attemptQueue.adoptInstrument(instrument)
+        attemptQueue.adoptInstrument(instrument, tellHeld: true)
     }
 
     /// Cancels the running attempt, or, while waiting between attempts, finishes the retry.
