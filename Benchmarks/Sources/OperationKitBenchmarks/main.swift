@@ -8,6 +8,7 @@
 //   OperationKitBenchmarks --workflow [--quick]                                      only the workflow section
 //   OperationKitBenchmarks --async [--quick]                                         only the Swift concurrency section
 //   OperationKitBenchmarks --independent [--quick]                                   only S6 (independent queues, workflows)
+//   OperationKitBenchmarks --instrument [--quick]                                    only the instrument cost (S1, S2)
 //
 // Every run is checked (bodies executed, dependency order, states reached); any wrong result exits with status 1.
 
@@ -98,9 +99,10 @@ let onlyStateMachine = arguments.contains("--state-machine")
 let onlyWorkflow = arguments.contains("--workflow")
 let onlyAsync = arguments.contains("--async")
 let onlyIndependent = arguments.contains("--independent")
-let knownArguments: Set<String> = ["--quick", "--state-machine", "--workflow", "--async", "--independent"]
+let onlyInstrument = arguments.contains("--instrument")
+let knownArguments: Set<String> = ["--quick", "--state-machine", "--workflow", "--async", "--independent", "--instrument"]
 for argument in arguments where !knownArguments.contains(argument) {
-    fail("unknown argument \(argument); usage: OperationKitBenchmarks [--quick] [--state-machine] [--workflow] [--async] [--independent] [--peak-rss MODE]")
+    fail("unknown argument \(argument); usage: OperationKitBenchmarks [--quick] [--state-machine] [--workflow] [--async] [--independent] [--instrument] [--peak-rss MODE]")
 }
 
 let wallClock = ContinuousClock.now
@@ -118,6 +120,13 @@ if onlyWorkflow {
 
 if onlyIndependent {
     independentGraphsReport(sizes: sizes).forEach { report($0) }
+    report()
+    report("Total benchmark time: \(format(milliseconds(wallClock.duration(to: .now)) / 1_000, decimals: 1)) s")
+    exit(0)
+}
+
+if onlyInstrument {
+    instrumentReport(sizes: sizes).forEach { report($0) }
     report()
     report("Total benchmark time: \(format(milliseconds(wallClock.duration(to: .now)) / 1_000, decimals: 1)) s")
     exit(0)
@@ -170,6 +179,10 @@ report()
 report("### ProcedureOperation against ConcurrentOperation (target: procedure / OK <= \(format(procedureTarget, decimals: 1)))")
 report()
 procedureTable(rows).forEach { report($0) }
+report()
+
+// The cost of an installed (no-op) instrument on S1 and S2.
+instrumentReport(sizes: sizes).forEach { report($0) }
 report()
 
 // Memory: heap growth while S1's operations are pending in a suspended queue, and the peak resident set.

@@ -81,8 +81,9 @@ public struct OperationEvent: Sendable {
     public enum Kind: Sendable {
         /// Added to ``OperationEvent/queue`` (accepted: refused adds are not told).
         case added
-        /// Its dependencies have finished (or it was cancelled): the queue may take it. A
-        /// procedure evaluates its conditions after this.
+        /// A worker of its queue took it: its dependencies have finished (or it was cancelled)
+        /// and a concurrency slot was free. A procedure evaluates its conditions after this. Not
+        /// told for an operation started by hand.
         case ready
         /// `execute()` is about to run.
         case started
@@ -209,13 +210,15 @@ public final class MultiplexInstrument: OperationInstrument {
 /// An instrument slot read with one atomic load: an unretained pointer to a box that lives as long
 /// as the slot (every box ever set is kept in `boxes`, so a reader never sees a freed box; an
 /// instrument is set a handful of times in an object's life).
+@usableFromInline
 final class InstrumentSlot: Sendable {
+    @usableFromInline
     final class Box: Sendable {
-        let instrument: any OperationInstrument
+        @usableFromInline let instrument: any OperationInstrument
         init(_ instrument: any OperationInstrument) { self.instrument = instrument }
     }
 
-    private let bits = Atomic<UInt>(0)
+    @usableFromInline let bits = Atomic<UInt>(0)
     private let boxes = Mutex<[Box]>([])
 
     init(_ instrument: (any OperationInstrument)?) {
@@ -223,7 +226,8 @@ final class InstrumentSlot: Sendable {
     }
 
     /// The installed instrument, or `nil`: one acquiring load when none is installed.
-    @inline(__always)
+    /// (Inlinable: the generic ``StateMachine`` reads it from code specialised in its clients.)
+    @inlinable @inline(__always)
     var current: (any OperationInstrument)? {
         let raw = bits.load(ordering: .acquiring)
         if raw == 0 { return nil }

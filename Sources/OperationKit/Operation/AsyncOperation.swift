@@ -149,4 +149,9 @@ public final class AsyncOperation<Output: Sendable>: ConcurrentOperation, @unche
     override func didFinishWithoutExecuting() {
         body = nil
     }
+
+    override func instrumentErrorsLocked() -> [any Error] {
+        if case .failure(let error)? = _result { return [error] }
+        return []
+    }
 }

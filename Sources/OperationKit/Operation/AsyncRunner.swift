@@ -61,8 +61,11 @@ final class AsyncRunner: @unchecked Sendable {  // mutable fields are protected 
                 return
             }
             guard let next = operation.finishAfterStart(handOff: .asyncRunner).next else { return }
-            // `next` came with the slot.
-            guard let queue = next.queue, next.canRunOnAsyncRunner(priority: priority, queue: queue) else {
+            // `next` came with the slot. An instrumented queue's operations go to a worker: their
+            // `execute()` runs in the instrument's `run(_:_:)`, which may bind task-local values
+            // that this task would not have.
+            guard let queue = next.queue, queue.instrumentSlot.current == nil,
+                  next.canRunOnAsyncRunner(priority: priority, queue: queue) else {
                 next.queue?.startWorker(with: next)
                 return
             }

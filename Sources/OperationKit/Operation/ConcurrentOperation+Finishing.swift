@@ -59,9 +59,16 @@ extension ConcurrentOperation {
     final func finishKeepingTail(handOff: FinishHandOff, holdsTail: Bool) -> FinishTail? {
         let outcome = machine.finish {
             willBecomeFinishedLocked()
-            let taken = Finished(
+            var taken = Finished(
                 completion: _completionBlock, queue: queueReference, dependencies: _dependencies,
                 wasCancelled: machine.lifecycle.isCancelled)
+            // An atomic load (no lock): the instrument, and then the errors of the outcome.
+            if let queue = queueReference {
+                taken.instrument = queue._withUnsafeGuaranteedRef { $0.instrumentSlot.current }
+            } else {
+                taken.instrument = OperationInstrumentation.defaultSlot.current
+            }
+            if taken.instrument != nil { taken.errors = instrumentErrorsLocked() }
             _completionBlock = nil
             queueReference = nil
             _dependencies = OperationList()
@@ -72,6 +79,13 @@ extension ConcurrentOperation {
         finished.completion?()
         // The queue is alive: it counts this operation until `operationDidFinish`.
         finished.queue?._withUnsafeGuaranteedRef { $0.notifyDelegate(didFinish: self) }
+        // Told after the completion block, before waiters are resumed and dependents released.
+        if let instrument = finished.instrument {
+            let errors = finished.errors
+            tellFinished(
+                finished.wasCancelled ? .cancelled(errors) : errors.isEmpty ? .succeeded : .failed(errors),
+                queue: finished.queue?.takeUnretainedValue(), to: instrument)
+        }
 
         let (released, waiters) = announceFinish(holdsTail: holdsTail)
         var readyInSameQueue = released
@@ -210,6 +224,8 @@ extension ConcurrentOperation {
         var queue: Unmanaged<ConcurrentOperationQueue>?
         var dependencies: OperationList
         var wasCancelled: Bool
+        var instrument: (any OperationInstrument)?
+        var errors: [any Error] = []
     }
 
     /// A registered dependency finished. Returns `true` if this made the operation runnable.

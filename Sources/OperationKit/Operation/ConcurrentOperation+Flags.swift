@@ -41,6 +41,12 @@ enum LifeFlags {
     /// Set with `finished` by a procedure, cleared when its did-finish observers have returned
     /// (see `ConcurrentOperation.FinishTail`): meanwhile a new waiter still waits.
     static let tailPending: UInt8 = 32
+    /// A thread tells (or told) the operation's instrument that it was cancelled: the canceller,
+    /// or the finish if it comes first. Set only when an instrument is installed.
+    static let cancelTellClaimed: UInt8 = 64
+    /// The cancel was told (by the canceller that claimed it): the finish, told after it, waits
+    /// for this when the canceller is still telling (see `ConcurrentOperation.tellFinished`).
+    static let cancelTold: UInt8 = 128
 }
 
 extension ConcurrentOperation {
@@ -81,10 +87,20 @@ extension ConcurrentOperation {
 /// pushed to its queue's ready list exactly once per time it becomes runnable, by whoever made it
 /// so: the last dependency to finish (count reaches 0 with no flags), `cancel()` (sets the flag
 /// while dependencies are pending), or the enqueuer (clears the enqueuing flag).
+///
+/// Two more bits order an instrument's `started` before a `cancelled` or `finished` told by
+/// another thread (see `ConcurrentOperation.awaitStartedTold()`); set only when an instrument is
+/// installed, after the operation left its queue's scheduling (it was taken by a worker, or
+/// started by hand), where no store overwrites them.
 enum Readiness {
     static let cancelled = 1 << 62
     static let enqueuing = 1 << 61
-    static let countMask = enqueuing - 1
+    /// The thread starting the operation will tell its instrument `started`: set before the
+    /// start step.
+    static let startTelling = Int.min
+    /// `started` was told.
+    static let startedTold = 1 << 60
+    static let countMask = startedTold - 1
 
     static func isRunnable(_ value: Int) -> Bool {
         value & enqueuing == 0 && (value & countMask == 0 || value & cancelled != 0)

@@ -23,6 +23,8 @@ extension ConcurrentOperation {
             throw OperationError(
                 .notReady, operations: [displayName, waiting.displayName], "a dependency has not finished")
         }
+        let instrument = OperationInstrumentation.defaultSlot.current
+        willTellStarted(instrument)
         // Check the queue again in the same critical section as the transition: a queue that
         // claimed the operation meanwhile must be the only one to start it.
         let action = machine.lock.withLock { () -> OperationLifecycle.StartAction in
@@ -32,7 +34,7 @@ extension ConcurrentOperation {
         switch action {
         case .execute:
             tellLifecycleEventStreams()
-            performExecute()
+            performExecute(telling: instrument, queue: nil)
         case .finishWithoutExecuting:
             finishWithoutExecuting()
         case .refuse(let code):
@@ -91,9 +93,12 @@ extension ConcurrentOperation {
     final func runOnWorker(of queue: ConcurrentOperationQueue) -> WorkerOutcome {
         slotHandoff.store(SlotHandoff.workerHolds, ordering: .releasing)
         return WorkerOperation.with(self) {
+            let instrument = queue.instrumentSlot.current
+            if let instrument, takeReadyTelling() { tell(.ready, queue: queue, to: instrument) }
             // A procedure evaluates its conditions first; while they are pending it leaves the
             // worker, and its queue runs it again once they are done.
             guard prepareToRun(on: queue) else { return .keepSlot }
+            willTellStarted(instrument)
             let action = machine.lock.withLock { startStepLocked() }
             switch action {
             case .execute:
@@ -105,13 +110,13 @@ extension ConcurrentOperation {
                     // The slot goes with it until it finishes.
                     slotHandoff.store(SlotHandoff.workerLeft, ordering: .releasing)
                     DispatchQueue.global(qos: qos).async {
-                        CurrentQueue.with(queue) { self.performExecute() }
+                        CurrentQueue.with(queue) { self.performExecute(telling: instrument, queue: queue) }
                         // A group now only waits for its children: its slot goes back to its queue.
                         if self.waitsWithoutSlot && self.returnSlot() { queue.slotReturned() }
                     }
                     return .slotHandedOver
                 }
-                performExecute()
+                performExecute(telling: instrument, queue: queue)
             case .finishWithoutExecuting:
                 finishWithoutExecuting()
             case .refuse:

@@ -268,11 +268,12 @@ open class ConcurrentOperation {
     open func cancel() {
         // One critical section sets the flag and reads the queue. (The machine of a
         // ConcurrentOperation has no cancellation block to run.)
-        let (cancelled, queue) = machine.lock.withLock { () -> (Bool, ConcurrentOperationQueue?) in
-            cancelLocked() ? (true, self.queue) : (false, nil)
+        let (cancelled, queue, executing) = machine.lock.withLock { () -> (Bool, ConcurrentOperationQueue?, Bool) in
+            cancelLocked() ? (true, self.queue, machine.lifecycle.isExecuting) : (false, nil, false)
         }
         guard cancelled else { return }
         tellLifecycleEventStreams()
+        tellCancelled(queue: queue, wasExecuting: executing)
         makeRunnableAfterCancel(in: queue)
     }
 
@@ -329,6 +330,21 @@ open class ConcurrentOperation {
     /// instead of holding it until it finishes. Read only when an operation is still executing
     /// after `execute()` returned.
     var waitsWithoutSlot: Bool { false }
+
+    // Hooks for instruments (Observability/OperationInstrument+Telling.swift), called only when
+    // one is installed.
+
+    /// The operation was added to a queue whose instrument is `instrument`: an operation with a
+    /// queue of its own (a group's children, a retry's attempts) passes it on.
+    func adoptInstrument(_ instrument: any OperationInstrument) {}
+
+    /// Whether the worker that took the operation tells `ready`: the first time only (a
+    /// procedure is taken again after its conditions or categories).
+    func takeReadyTelling() -> Bool { true }
+
+    /// The errors the operation finished with, for its outcome; under `machine.lock`, in the
+    /// finish step.
+    func instrumentErrorsLocked() -> [any Error] { [] }
 }
 
 // Mutable state is protected by `machine.lock`, by the lock of the queue the operation is in

@@ -110,6 +110,8 @@ final class ConditionEvaluation: @unchecked Sendable {
     private var firstUnstarted = 0
     private var satisfiedCount = 0
     private var decision: ConditionResult?
+    /// The condition whose answer was the decision (a failure or ignore), or -1.
+    private var decisionIndex = -1
     /// Whether a thread is driving the evaluation (see `ProcedureOperation.drive`).
     var driving = false
     /// The conditions whose dependencies the worker that made this evaluation makes first (a
@@ -154,8 +156,18 @@ final class ConditionEvaluation: @unchecked Sendable {
             satisfiedCount += 1
         } else {
             decision = result
+            decisionIndex = index
         }
         return true
+    }
+
+    /// Once decided (nothing changes then): the answers that counted, by condition, in the order
+    /// the conditions were added — those that satisfied, and the one that decided otherwise.
+    var answers: [(index: Int, result: ConditionResult)] {
+        progress.indices.compactMap { index -> (index: Int, result: ConditionResult)? in
+            if index == decisionIndex, let decision { return (index, decision) }
+            return progress[index] == 2 ? (index, .satisfied) : nil
+        }
     }
 }
 

@@ -72,6 +72,13 @@ open class GroupOperation: ProcedureOperation, @unchecked Sendable {
         if !operations.isEmpty { try childQueue.addOperations(operations, waitUntilFinished: false) }
     }
 
+    /// The children's queue takes the instrument of the queue the group was added to; the
+    /// children it holds are told as added then, unless the group was cancelled (see
+    /// `ConcurrentOperationQueue.adoptInstrument(_:tellHeld:)`).
+    override func adoptInstrument(_ instrument: any OperationInstrument) {
+        childQueue.adoptInstrument(instrument, tellHeld: !isCancelled)
+    }
+
     /// The children the group's queue still holds, in the order they were added: those that have
     /// not finished, including operations the children produced (see
     /// ``ConcurrentOperationQueue/operations``).

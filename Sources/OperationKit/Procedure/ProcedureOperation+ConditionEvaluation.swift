@@ -118,7 +118,9 @@ extension ProcedureOperation {
                 let categories = evaluation.conditions.reduce(into: Set<String>()) {
                     $0.formUnion($1.mutuallyExclusiveCategories)
                 }
-                return conditionsDecided(result, categories: categories, queue: queue, onWorker: onWorker)
+                return conditionsDecided(result, categories: categories, queue: queue, onWorker: onWorker) {
+                    evaluation.answers.map { (evaluation.conditions[$0.index].name, $0.result) }
+                }
             case .start(let index, let condition):
                 condition.evaluate(for: self) { [self] result in answered(evaluation, index, result) }
             }
@@ -144,12 +146,16 @@ extension ProcedureOperation {
     /// synchronously (``ClosureCondition``) is asked directly, without a completion.
     private func evaluateOne(_ condition: any OperationCondition, queue: ConcurrentOperationQueue) -> Bool {
         if let result = condition._evaluateImmediately(for: self) {
-            return conditionsDecided(result, categories: condition.mutuallyExclusiveCategories, queue: queue, onWorker: true)
+            return conditionsDecided(result, categories: condition.mutuallyExclusiveCategories, queue: queue, onWorker: true) {
+                [(condition.name, result)]
+            }
         }
         condition.evaluate(for: self) { [self] result in singleConditionAnswered(result) }
         let decided = machine.lock.withLock { conditionProgress.startedOne() }
         guard let decided else { return false }
-        return conditionsDecided(decided, categories: condition.mutuallyExclusiveCategories, queue: queue, onWorker: true)
+        return conditionsDecided(decided, categories: condition.mutuallyExclusiveCategories, queue: queue, onWorker: true) {
+            [(condition.name, decided)]
+        }
     }
 
     private func singleConditionAnswered(_ result: ConditionResult) {
@@ -162,14 +168,18 @@ extension ProcedureOperation {
             return (firstCondition.condition, queue)
         }
         if let (condition, queue) = late {
-            _ = conditionsDecided(result, categories: condition.mutuallyExclusiveCategories, queue: queue, onWorker: false)
+            _ = conditionsDecided(result, categories: condition.mutuallyExclusiveCategories, queue: queue, onWorker: false) {
+                [(condition.name, result)]
+            }
         }
     }
 
     /// The conditions decided. Returns whether the procedure goes on at once (only `onWorker`);
     /// otherwise it is put back in its queue now or when its categories are granted.
+    /// `evaluated` lists the conditions' names and answers, for an instrument.
     fileprivate func conditionsDecided(
-        _ result: ConditionResult, categories: Set<String>, queue: ConcurrentOperationQueue, onWorker: Bool
+        _ result: ConditionResult, categories: Set<String>, queue: ConcurrentOperationQueue, onWorker: Bool,
+        evaluated: () -> [(name: String, result: ConditionResult)]
     ) -> Bool {
         let satisfied: Bool
         if case .satisfied = result { satisfied = true } else { satisfied = false }
@@ -177,6 +187,10 @@ extension ProcedureOperation {
         guard machine.lock.withLock({ procedureLifecycle.conditionsEvaluated(satisfied: satisfied) }) else {
             return false
         }
+        // Told before what follows the decision (the cancel of a failure, the start, the
+        // request for categories), so in the procedure's lifecycle order.
+        let instrument = queue.instrumentSlot.current
+        if let instrument { tell(.conditionsEvaluated(evaluated()), queue: queue, to: instrument) }
         switch result {
         case .failed(let error):
             // Also cancels the produced dependencies still waiting or running.
@@ -187,12 +201,15 @@ extension ProcedureOperation {
             if !categories.isEmpty && !isCancelled {
                 let owner = ObjectIdentifier(self)
                 machine.lock.withLock { exclusivity.request() }
+                if let instrument { tell(.exclusivityWaiting(categories), queue: queue, to: instrument) }
                 let granted = ExclusivityController.request(categories, for: self) {
                     self.machine.lock.withLock { self.exclusivity.grant() }
+                    if let instrument { self.tell(.exclusivityGranted(categories), queue: queue, to: instrument) }
                     queue.requeue(self)
                 }
                 if granted {
                     machine.lock.withLock { exclusivity.grant() }
+                    if let instrument { tell(.exclusivityGranted(categories), queue: queue, to: instrument) }
                 } else {
                     // Cancelled while the request was being made: `cancel` found nothing to
                     // withdraw, so withdraw here (at most one of the two succeeds).

@@ -43,6 +43,8 @@ extension ProcedureOperation {
         var failure: OperationError?
         do {
             try queue.addOperation(operation)
+            // Before the produce ends: a finish waits for it, so this comes before finished.
+            if let instrument = queue.instrumentSlot.current { tell(.produced(operation), queue: queue, to: instrument) }
         } catch {
             failure = error
         }
@@ -81,6 +83,7 @@ extension ProcedureOperation {
         guard action != .none else { return false }
         if baseCancelled {
             tellLifecycleEventStreams()
+            tellCancelled(queue: queue, wasExecuting: action == .cancelledWhileExecuting)
             makeRunnableAfterCancel(in: queue)
         }
         if let event { handle(event, delivering: .didCancel(error), then: .nothing) }

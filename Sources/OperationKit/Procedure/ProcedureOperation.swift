@@ -116,6 +116,12 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
         prepareConditions(queue: queue)
     }
 
+    override func takeReadyTelling() -> Bool {
+        machine.lock.withLock { flags.insert(.readyTold).inserted }
+    }
+
+    override func instrumentErrorsLocked() -> [any Error] { _errors }
+
     // MARK: State
 
     /// Whether the procedure may start: its dependencies have finished (or it was cancelled) and

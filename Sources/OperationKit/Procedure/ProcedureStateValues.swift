@@ -238,4 +238,6 @@ struct ProcedureFlags: OptionSet, Hashable {
     /// A finish called after a cancel, before the procedure executed, counted: its errors were
     /// kept for the finish without executing, and later finishes are ignored.
     static let finishKeptBeforeExecuting = ProcedureFlags(rawValue: 1 << 2)
+    /// The instrument was told the procedure is ready (a worker took it the first time).
+    static let readyTold = ProcedureFlags(rawValue: 1 << 3)
 }

@@ -153,9 +153,9 @@ public final class RetryOperation<Output: Sendable>: ResultProcedure<Output>, @u
     }
 
     private func attemptFinished(_ attempt: ResultProcedure<Output>, number: Int) {
-        let cancelled = machine.lock.withLock {
+        let (cancelled, queue) = machine.lock.withLock {
             current = nil
-            return procedureLifecycle.isCancelled
+            return (procedureLifecycle.isCancelled, self.queue)
         }
         let errors = attempt.errors
         if cancelled {
@@ -168,6 +168,9 @@ public final class RetryOperation<Output: Sendable>: ResultProcedure<Output>, @u
             finish()
         } else if number < maxAttempts, let error = errors.first, shouldRetry(error, number) {
             let delay = wait.delay(after: number)
+            if let instrument = Self.instrumentSlot(of: queue).current {
+                tell(.retrying(attempt: number + 1, delay: max(delay, .zero)), queue: queue, to: instrument)
+            }
             if delay <= .zero {
                 startAttempt(number + 1)
             } else {
@@ -179,6 +182,11 @@ public final class RetryOperation<Output: Sendable>: ResultProcedure<Output>, @u
         } else {
             finish(withErrors: errors)
         }
+    }
+
+    /// The attempts' queue takes the instrument of the queue the retry was added to.
+    override func adoptInstrument(_ instrument: any OperationInstrument) {
+        attemptQueue.adoptInstrument(instrument, tellHeld: true)
     }
 
     /// Cancels the running attempt, or, while waiting between attempts, finishes the retry.

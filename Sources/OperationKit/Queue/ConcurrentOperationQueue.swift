@@ -62,6 +62,8 @@ public final class ConcurrentOperationQueue {
     var _eventStreams: QueueEventStreams?
     /// Whether a delegate or event handlers are set: read without the lock on every add and finish.
     let hasListeners = Atomic<Bool>(false)
+    /// The ``instrument`` (Observability/OperationInstrument+Telling.swift).
+    let instrumentSlot = InstrumentSlot(OperationInstrumentation.default)
     /// The procedure whose children this queue runs, if it is a ``GroupOperation``'s queue (or a
     /// ``RetryOperation``'s attempt queue): the link from a child to its ancestors (see
     /// `ExclusivityController`). Set once, by the owner's initialiser, before the queue holds any
@@ -186,6 +188,7 @@ public final class ConcurrentOperationQueue {
         let priority = try prepare(operation, barrier: pendingBarrier)
         // Before `insert`: the operation cannot start before did add is told.
         notifyDelegate(didAdd: operation)
+        if let instrument = instrumentSlot.current { tellAdded(CollectionOfOne(operation), to: instrument) }
         insert(CollectionOfOne((operation, priority)))
         addOperationsAlong(with: operation)
     }
@@ -222,6 +225,7 @@ public final class ConcurrentOperationQueue {
         if hasListeners.load(ordering: .acquiring) {
             for (operation, _) in accepted { notifyDelegate(didAdd: operation) }
         }
+        if let instrument = instrumentSlot.current { tellAdded(accepted.lazy.map { $0.0 }, to: instrument) }
         insert(accepted)
         for (operation, _) in accepted { addOperationsAlong(with: operation) }
         if waitUntilFinished {

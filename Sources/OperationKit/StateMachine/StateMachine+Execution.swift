@@ -109,6 +109,7 @@ extension StateMachine {
             case .perform(let plan) where observers.isEmpty && table.isQuiet(from: plan.from, to: plan.to):
                 rules.commit(plan)
                 lock.unlock()
+                if let instrument = instrumentSlot.current { tell(instrument, plan) }
                 return
             case .perform, .consultBarrier, .pickDynamicTarget:
                 break
@@ -178,6 +179,7 @@ extension StateMachine {
         let to = table.state(at: plan.to)
         if table.isQuiet(from: plan.from, to: plan.to) {
             let observers = commit(plan)
+            if let instrument = instrumentSlot.current { tell(instrument, plan) }
             if !observers.isEmpty { notify(observers, of: plan) }
             return
         }
@@ -204,7 +206,16 @@ extension StateMachine {
         case .reset:
             observers = commit(plan)
         }
+        if let instrument = instrumentSlot.current { tell(instrument, plan) }
         if !observers.isEmpty { notify(observers, of: plan) }
+    }
+
+    /// Tells `instrument` the transition of `plan` (made), with the states as text.
+    @usableFromInline
+    func tell(_ instrument: any OperationInstrument, _ plan: TransitionRules<State>.Plan) {
+        instrument.record(StateMachineEvent(
+            machineName: name, from: String(describing: table.state(at: plan.from)),
+            to: String(describing: table.state(at: plan.to))))
     }
 
     @inlinable

@@ -64,6 +64,8 @@ public final class StateMachine<State: Hashable & Sendable> {
     @exclusivity(unchecked) @usableFromInline var observers: [ObserverEntry] = []
     // protected by lock
     @exclusivity(unchecked) var nextObserverID = 0
+    /// The ``instrument`` (Observability/OperationInstrument+Telling.swift).
+    @usableFromInline let instrumentSlot = InstrumentSlot(OperationInstrumentation.default)
 
     /// Builds a machine from state definitions listed in a builder block.
     ///

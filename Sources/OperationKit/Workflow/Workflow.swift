@@ -43,6 +43,8 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
     var executingCount = 0
     /// Swift tasks awaiting the workflow's outcome (WorkflowAwaiting.swift).
     var awaiters = WorkflowAwaiters<WorkflowOutcome>()
+    /// The ``instrument`` (Observability/OperationInstrument+Telling.swift).
+    let instrumentSlot = InstrumentSlot(OperationInstrumentation.default)
 
     /// Creates a workflow.
     /// - Parameters:
@@ -95,7 +97,7 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
         if all.contains(where: { $0 === task }) {
             throw OperationError(.dependencyCycle, operations: [task.name, task.name], "a task cannot be its own prerequisite")
         }
-        let refusal: OperationError? = lock.withLock {
+        let (refusal, becamePending): (OperationError?, Bool) = lock.withLock {
             // The task moves under this workflow's lock (which is held) unless it is in a
             // workflow already; from then on this lock guards its fields.
             var stranger: WorkflowTask?
@@ -104,11 +106,11 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
                 return stranger == nil
             }
             if let stranger {
-                return OperationError(.prerequisiteNotInWorkflow, operations: [task.name, stranger.name],
-                                      "a prerequisite must be added to \(name) first")
+                return (OperationError(.prerequisiteNotInWorkflow, operations: [task.name, stranger.name],
+                                       "a prerequisite must be added to \(name) first"), false)
             }
             if !moved {
-                return OperationError(.taskAlreadyInWorkflow, operations: [task.name], "the task is already in a workflow")
+                return (OperationError(.taskAlreadyInWorkflow, operations: [task.name], "the task is already in a workflow"), false)
             }
             task.workflow = self
             task.index = tasks.count
@@ -126,10 +128,12 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
             }
             task.keyedPrerequisiteIndices = keyedPrerequisites.mapValues(\.index)
             sinkCount += 1
-            _ = task.lifecycle.prerequisitesChanged(allFinished: task.unfinishedPrerequisites == 0)
-            return nil
+            return (nil, task.lifecycle.prerequisitesChanged(allFinished: task.unfinishedPrerequisites == 0))
         }
         if let refusal { throw refusal }
+        if becamePending, let instrument = instrumentSlot.current {
+            instrument.record(WorkflowTaskEvent(task: task, workflowName: name, from: .ready, to: .pending))
+        }
     }
 
     // MARK: Reading

@@ -19,9 +19,22 @@ struct WorkflowTransaction {
 
     let workflow: Workflow
     private(set) var effects: [Effect] = []
+    /// The workflow's instrument, read once (one atomic load), and the task transitions to tell
+    /// it, in the order they were made.
+    private let instrument: (any OperationInstrument)?
+    private var transitions: [WorkflowTaskEvent] = []
 
     init(workflow: Workflow) {
         self.workflow = workflow
+        instrument = workflow.instrumentSlot.current
+    }
+
+    /// Notes a task's transition for the instrument, if there is one.
+    private mutating func transitioned(
+        _ task: WorkflowTask, from: WorkflowTaskState, to: WorkflowTaskState, error: (any Error)? = nil
+    ) {
+        guard instrument != nil else { return }
+        transitions.append(WorkflowTaskEvent(task: task, workflowName: workflow.name, from: from, to: to, error: error))
     }
 
     // MARK: Decisions, under the lock
@@ -37,6 +50,7 @@ struct WorkflowTransaction {
     /// Starts a run of `task` if it is ready.
     mutating func start(_ task: WorkflowTask) {
         guard task.workflow === workflow, let run = task.lifecycle.start() else { return }
+        transitioned(task, from: .ready, to: .executing)
         let operation = WorkflowRunOperation(task: task, run: run, workflow: workflow)
         task.runOperation = operation
         workflow.executingCount += 1
@@ -46,6 +60,7 @@ struct WorkflowTransaction {
     /// Finishes run `run` (the current one if `nil`) of `task`.
     mutating func finish(_ task: WorkflowTask, run: Int?, result: (any Sendable)?) {
         guard task.workflow === workflow, task.lifecycle.finish(run: run ?? task.lifecycle.run) else { return }
+        transitioned(task, from: .executing, to: .finished)
         task._result = result
         task._error = nil
         task._finishTime = .now
@@ -57,6 +72,7 @@ struct WorkflowTransaction {
     /// Fails run `run` (the current one if `nil`) of `task`.
     mutating func fail(_ task: WorkflowTask, run: Int?, error: any Error) {
         guard task.workflow === workflow, task.lifecycle.fail(run: run ?? task.lifecycle.run) else { return }
+        transitioned(task, from: .executing, to: .failed, error: error)
         task._error = error
         task._result = nil
         task._finishTime = .now
@@ -76,11 +92,13 @@ struct WorkflowTransaction {
     /// Cancels `roots` and all their dependents.
     mutating func cancel(from roots: [WorkflowTask]) {
         for task in closure(from: roots) {
-            let wasExecuting = task.lifecycle.state == .executing
+            let previous = task.lifecycle.state
+            let wasExecuting = previous == .executing
             guard task.lifecycle.cancel() else {
                 effects.append(.cancelPassedOn(task))
                 continue
             }
+            transitioned(task, from: previous, to: .cancelled)
             if wasExecuting { endRun(task) }
             effects.append(.cancelled(task))
         }
@@ -90,12 +108,14 @@ struct WorkflowTransaction {
     /// ready and started if its prerequisites have finished.
     mutating func retry(from roots: [WorkflowTask]) {
         for task in closure(from: roots) {
-            let wasFailed = task.lifecycle.state == .failed
+            let previous = task.lifecycle.state
             guard task.lifecycle.retry() else { continue }
-            if wasFailed { workflow.failedCount -= 1 }
+            transitioned(task, from: previous, to: .pending)
+            if previous == .failed { workflow.failedCount -= 1 }
             clearOutcome(task)
             effects.append(.retried(task))
             if task.lifecycle.prerequisitesChanged(allFinished: task.unfinishedPrerequisites == 0) {
+                transitioned(task, from: .pending, to: .ready)
                 start(task)
             }
         }
@@ -110,6 +130,7 @@ struct WorkflowTransaction {
             task.resetReachedLocked()
             let previous = task.lifecycle.state
             guard task.lifecycle.reset() else { continue }
+            transitioned(task, from: previous, to: .pending)
             switch previous {
             case .executing: endRun(task)
             case .finished: leftFinished(task)
@@ -117,7 +138,9 @@ struct WorkflowTransaction {
             case .pending, .ready, .cancelled: break
             }
             clearOutcome(task)
-            _ = task.lifecycle.prerequisitesChanged(allFinished: task.unfinishedPrerequisites == 0)
+            if task.lifecycle.prerequisitesChanged(allFinished: task.unfinishedPrerequisites == 0) {
+                transitioned(task, from: .pending, to: .ready)
+            }
             effects.append(.reset(task))
         }
     }
@@ -151,6 +174,7 @@ struct WorkflowTransaction {
             let dependent = workflow.tasks[index]
             dependent.unfinishedPrerequisites -= 1
             if dependent.unfinishedPrerequisites == 0 && dependent.lifecycle.prerequisitesChanged(allFinished: true) {
+                transitioned(dependent, from: .pending, to: .ready)
                 start(dependent)
             }
         }
@@ -163,8 +187,8 @@ struct WorkflowTransaction {
         for index in task.dependentIndices {
             let dependent = workflow.tasks[index]
             dependent.unfinishedPrerequisites += 1
-            if dependent.unfinishedPrerequisites == 1 {
-                _ = dependent.lifecycle.prerequisitesChanged(allFinished: false)
+            if dependent.unfinishedPrerequisites == 1 && dependent.lifecycle.prerequisitesChanged(allFinished: false) {
+                transitioned(dependent, from: .ready, to: .pending)
             }
         }
     }
@@ -194,7 +218,9 @@ struct WorkflowTransaction {
     // MARK: Effects, without the lock
 
     func performEffects() {
-        // First every event of the transaction, in order: a hook or delegate that changes the
+        // The instrument first: the task transitions, in the order they were made.
+        if let instrument { for transition in transitions { instrument.record(transition) } }
+        // Then every event of the transaction, in order: a hook or delegate that changes the
         // workflow again (second pass) then tells its own events after all of these, so the
         // stream stays in causal order. Then hooks and delegates, as Task.framework orders them;
         // runs start last, after the finish that made them ready has been told everywhere.

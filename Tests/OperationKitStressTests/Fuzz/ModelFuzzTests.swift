@@ -321,8 +321,13 @@ final class FuzzRun: @unchecked Sendable {  // fields set up before any operatio
     /// Per barrier: the nodes added to its queue before it.
     var barrierCovers: [(queue: Int, index: Int, nodes: [Int])] = []
     let timeout: Duration = .seconds(30)
+    /// Installed on the queues of odd seeds (FuzzInstrument.swift).
+    let instrument: FuzzInstrument?
 
-    init(_ scenario: FuzzScenario) { self.scenario = scenario }
+    init(_ scenario: FuzzScenario) {
+        self.scenario = scenario
+        instrument = scenario.seed % 2 == 1 ? FuzzInstrument() : nil
+    }
 
     func record(_ event: FuzzEvent) { events.record(event) }
 
@@ -330,6 +335,7 @@ final class FuzzRun: @unchecked Sendable {  // fields set up before any operatio
         for (index, limit) in scenario.limits.enumerated() {
             let queue = try! ConcurrentOperationQueue(name: "fuzz\(scenario.seed).q\(index)", maxConcurrentOperationCount: limit)
             queue.isSuspended = scenario.suspended[index]
+            queue.instrument = instrument
             queues.append(queue)
         }
         build()
@@ -358,6 +364,7 @@ final class FuzzRun: @unchecked Sendable {  // fields set up before any operatio
             violations.append("\(queue.displayName) did not empty")
         }
         check(events.values)
+        if let instrument { violations += instrument.violations(operations) }
         return violations
     }
 
