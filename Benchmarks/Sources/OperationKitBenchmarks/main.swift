@@ -8,6 +8,7 @@
 //   OperationKitBenchmarks --workflow [--quick]                                      only the workflow section
 //   OperationKitBenchmarks --async [--quick]                                         only the Swift concurrency section
 //   OperationKitBenchmarks --independent [--quick]                                   only S6 (independent queues, workflows)
+//   OperationKitBenchmarks --memory [--quick]                                        only the memory section
 //
 // Every run is checked (bodies executed, dependency order, states reached); any wrong result exits with status 1.
 
@@ -98,9 +99,10 @@ let onlyStateMachine = arguments.contains("--state-machine")
 let onlyWorkflow = arguments.contains("--workflow")
 let onlyAsync = arguments.contains("--async")
 let onlyIndependent = arguments.contains("--independent")
-let knownArguments: Set<String> = ["--quick", "--state-machine", "--workflow", "--async", "--independent"]
+let onlyMemory = arguments.contains("--memory")
+let knownArguments: Set<String> = ["--quick", "--state-machine", "--workflow", "--async", "--independent", "--memory"]
 for argument in arguments where !knownArguments.contains(argument) {
-    fail("unknown argument \(argument); usage: OperationKitBenchmarks [--quick] [--state-machine] [--workflow] [--async] [--independent] [--peak-rss MODE]")
+    fail("unknown argument \(argument); usage: OperationKitBenchmarks [--quick] [--state-machine] [--workflow] [--async] [--independent] [--memory] [--peak-rss MODE]")
 }
 
 let wallClock = ContinuousClock.now
@@ -111,6 +113,13 @@ report()
 
 if onlyWorkflow {
     workflowReport(sizes: sizes).forEach { report($0) }
+    report()
+    report("Total benchmark time: \(format(milliseconds(wallClock.duration(to: .now)) / 1_000, decimals: 1)) s")
+    exit(0)
+}
+
+if onlyMemory {
+    memoryReport(count: sizes.independent, quick: sizes.quick).forEach { report($0) }
     report()
     report("Total benchmark time: \(format(milliseconds(wallClock.duration(to: .now)) / 1_000, decimals: 1)) s")
     exit(0)

@@ -43,6 +43,8 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
     var executingCount = 0
     /// Swift tasks awaiting the workflow's outcome (WorkflowAwaiting.swift).
     var awaiters = WorkflowAwaiters<WorkflowOutcome>()
+    /// The stall watchdog, while one is on (see `Workflow+Snapshot`).
+    var _stallWatchdog: StallWatchdog?
 
     /// Creates a workflow.
     /// - Parameters:
