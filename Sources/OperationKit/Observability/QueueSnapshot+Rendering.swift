@@ -10,9 +10,9 @@ extension QueueSnapshot: CustomStringConvertible {
         func add(_ operations: [OperationSnapshot], depth: Int) {
             for operation in operations {
                 let indent = depth == 0 ? "" : String(repeating: "  ", count: depth - 1) + "└ "
+                let cancelled = operation.isCancelled && operation.state != .cancelled ? " (cancelled)" : ""
                 rows.append([
-                    indent + operation.name, operation.kind,
-                    operation.state.rawValue + (operation.isCancelled && operation.state != .cancelled ? " (cancelled)" : ""),
+                    indent + operation.name, operation.kind, operation.state.rawValue + cancelled,
                     "\(operation.priority)", operation.sinceAdded?.snapshotText ?? "-",
                     operation.sinceStarted?.snapshotText ?? "-",
                     operation.blockers.isEmpty ? "-" : operation.blockers.map(\.description).joined(separator: "; "),
@@ -92,7 +92,8 @@ extension QueueSnapshot: CustomStringConvertible {
             if edge.inCycle { red.append(number) }
         }
         if !red.isEmpty {
-            lines.append("    linkStyle \(red.map { String($0) }.joined(separator: ",")) stroke:#d00000,stroke-width:3px")
+            let numbers = red.map { String($0) }.joined(separator: ",")
+            lines.append("    linkStyle \(numbers) stroke:#d00000,stroke-width:3px")
         }
         lines.append(contentsOf: [
             "    classDef pending fill:#eeeeee", "    classDef evaluatingConditions fill:#e8dcff",
@@ -125,7 +126,8 @@ extension QueueSnapshot: CustomStringConvertible {
             var label = operation.name.dotEscaped + "\\n" + operation.state.rawValue
             if operation.isCancelled && operation.state != .cancelled { label += ", cancelled" }
             for note in graph.notes[index] { label += "\\n" + note.dotEscaped }
-            return "\"n\(index)\" [label=\"\(label)\", shape=\(shapes[operation.state]!), fillcolor=\(colors[operation.state]!)];"
+            let shape = shapes[operation.state]!
+            return "\"n\(index)\" [label=\"\(label)\", shape=\(shape), fillcolor=\(colors[operation.state]!)];"
         }
         for index in graph.topLevel { lines.append("    " + node(index)) }
         for (group, members) in graph.groups {
@@ -222,7 +224,8 @@ private struct RenderGraph {
                 case .producedDependencies(let references):
                     labelled += references.map { ($0, "produced") }
                 case .exclusiveCategory(let category, let heldBy, let behind):
-                    labelled += heldBy.map { ($0, "holds \(category)") } + behind.map { ($0, "wants \(category) first") }
+                    labelled += heldBy.map { ($0, "holds \(category)") }
+                    labelled += behind.map { ($0, "wants \(category) first") }
                 case .concurrencyLimit(let limit, let heldBy):
                     labelled += heldBy.map { ($0, "slot") }
                     notes.append("concurrency limit \(limit) full")

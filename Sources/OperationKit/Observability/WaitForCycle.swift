@@ -62,7 +62,9 @@ public struct WaitForCycle: Sendable, Hashable, CustomStringConvertible {
     static func find(in operations: [OperationSnapshot]) -> [WaitForCycle] {
         let all = operations.flatMap { [$0] + ($0.children?.allOperations ?? []) }
         var index: [ObjectIdentifier: Int] = [:]
-        for (position, operation) in all.enumerated() where index[operation.id] == nil { index[operation.id] = position }
+        for (position, operation) in all.enumerated() where index[operation.id] == nil {
+            index[operation.id] = position
+        }
         // Edges between operations of the snapshot; slot edges are kept apart (one-of-several).
         var edges = [[(to: Int, reason: Reason)]](repeating: [], count: all.count)
         var slotEdges = [[Int]](repeating: [], count: all.count)

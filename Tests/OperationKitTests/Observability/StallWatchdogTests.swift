@@ -14,7 +14,8 @@ struct StallWatchdogTests {
         let slow = HeldOperation(name: "slow")
         try queue.addOperation(slow)
         #expect(await opened(slow.started))
-        queue.startStallWatchdog(StallWatchdogConfiguration(executionLimit: .milliseconds(5), reportsWaitForCycles: false)) {
+        let configuration = StallWatchdogConfiguration(executionLimit: .milliseconds(5), reportsWaitForCycles: false)
+        queue.startStallWatchdog(configuration) {
             reports.record($0)
             reported.countDown()
         }
@@ -39,7 +40,8 @@ struct StallWatchdogTests {
         try queue.addOperation(ClosureOperation(name: "held back") {})
         let reasons = Recorder<StallReport.Reason>()
         let reported = Latch(count: 1)
-        queue.startStallWatchdog(StallWatchdogConfiguration(progressTimeout: .milliseconds(10), reportsWaitForCycles: false)) {
+        let configuration = StallWatchdogConfiguration(progressTimeout: .milliseconds(10), reportsWaitForCycles: false)
+        queue.startStallWatchdog(configuration) {
             reasons.record($0.reason)
             reported.countDown()
         }

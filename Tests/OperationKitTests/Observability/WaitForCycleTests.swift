@@ -7,7 +7,9 @@ import Testing
 @Suite("Snapshot: wait-for cycles and renders")
 struct WaitForCycleTests {
     /// A snapshot entry for the graph tests (no times, no children).
-    func entry(_ name: String, _ id: Int, _ state: OperationSnapshot.State, _ blockers: [OperationSnapshot.Blocker]) -> OperationSnapshot {
+    func entry(
+        _ name: String, _ id: Int, _ state: OperationSnapshot.State, _ blockers: [OperationSnapshot.Blocker]
+    ) -> OperationSnapshot {
         OperationSnapshot(
             id: ids[id], name: name, kind: "Test", state: state, isCancelled: false, priority: .normal,
             sinceAdded: nil, sinceStarted: nil, dependencies: [], blockers: blockers, children: nil)

@@ -70,7 +70,8 @@ struct QueueSnapshotTests {
         let snapshot = try await awaitSnapshot(of: queue) { $0.operation(named: "running")?.state == .executing }
         let next = try #require(snapshot.operation(named: "next"))
         #expect(next.state == .ready)
-        #expect(next.blockers == [.concurrencyLimit(1, heldBy: [OperationReference(id: ObjectIdentifier(running), name: "running")])])
+        let holder = OperationReference(id: ObjectIdentifier(running), name: "running")
+        #expect(next.blockers == [.concurrencyLimit(1, heldBy: [holder])])
 
         running.finish()
         #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
@@ -89,7 +90,9 @@ struct QueueSnapshotTests {
         try waiter.addCondition(MutuallyExclusive(category: category))
         try waiterQueue.addOperation(waiter)
 
-        let snapshot = try await awaitSnapshot(of: waiterQueue) { !($0.operation(named: "waiter")?.blockers.isEmpty ?? true) }
+        let snapshot = try await awaitSnapshot(of: waiterQueue) {
+            !($0.operation(named: "waiter")?.blockers.isEmpty ?? true)
+        }
         let entry = try #require(snapshot.operation(named: "waiter"))
         #expect(entry.state == .ready)
         #expect(entry.blockers == [.exclusiveCategory(
@@ -109,7 +112,9 @@ struct QueueSnapshotTests {
         try queue.addOperation(procedure)
         #expect(await opened(condition.evaluating))
 
-        let snapshot = try await awaitSnapshot(of: queue) { $0.operation(named: "guarded")?.state == .evaluatingConditions }
+        let snapshot = try await awaitSnapshot(of: queue) {
+            $0.operation(named: "guarded")?.state == .evaluatingConditions
+        }
         let entry = try #require(snapshot.operation(named: "guarded"))
         #expect(entry.blockers == [.evaluatingCondition("ManualCondition")])
 
@@ -126,9 +131,12 @@ struct QueueSnapshotTests {
         try queue.addOperation(procedure)
         #expect(await opened(produced.started))
 
-        let snapshot = try await awaitSnapshot(of: queue) { $0.operation(named: "fetch")?.state == .evaluatingConditions }
+        let snapshot = try await awaitSnapshot(of: queue) {
+            $0.operation(named: "fetch")?.state == .evaluatingConditions
+        }
         let entry = try #require(snapshot.operation(named: "fetch"))
-        #expect(entry.blockers == [.producedDependencies([OperationReference(id: ObjectIdentifier(produced), name: "login")])])
+        let login = OperationReference(id: ObjectIdentifier(produced), name: "login")
+        #expect(entry.blockers == [.producedDependencies([login])])
         #expect(snapshot.operation(named: "login")?.state == .executing)
 
         produced.finish()
@@ -194,7 +202,8 @@ struct QueueSnapshotTests {
             if case .retryDelay? = $0.operation(named: "retry")?.blockers.first { return true }
             return false
         }
-        guard case .retryDelay(let next, let delay, let remaining)? = waiting.operation(named: "retry")?.blockers.first else {
+        let blocker = waiting.operation(named: "retry")?.blockers.first
+        guard case .retryDelay(let next, let delay, let remaining)? = blocker else {
             Issue.record("expected the retry's delay")
             return
         }
