@@ -9,6 +9,7 @@
 //   OperationKitBenchmarks --async [--quick]                                         only the Swift concurrency section
 //   OperationKitBenchmarks --independent [--quick]                                   only S6 (independent queues, workflows)
 //   OperationKitBenchmarks --instrument [--quick]                                    only the instrument cost (S1, S2)
+//   OperationKitBenchmarks --memory [--quick]                                        only the memory section
 //
 // Every run is checked (bodies executed, dependency order, states reached); any wrong result exits with status 1.
 
@@ -100,9 +101,10 @@ let onlyWorkflow = arguments.contains("--workflow")
 let onlyAsync = arguments.contains("--async")
 let onlyIndependent = arguments.contains("--independent")
 let onlyInstrument = arguments.contains("--instrument")
-let knownArguments: Set<String> = ["--quick", "--state-machine", "--workflow", "--async", "--independent", "--instrument"]
+let onlyMemory = arguments.contains("--memory")
+let knownArguments: Set<String> = ["--quick", "--state-machine", "--workflow", "--async", "--independent", "--instrument", "--memory"]
 for argument in arguments where !knownArguments.contains(argument) {
-    fail("unknown argument \(argument); usage: OperationKitBenchmarks [--quick] [--state-machine] [--workflow] [--async] [--independent] [--instrument] [--peak-rss MODE]")
+    fail("unknown argument \(argument); usage: OperationKitBenchmarks [--quick] [--state-machine] [--workflow] [--async] [--independent] [--instrument] [--memory] [--peak-rss MODE]")
 }
 
 let wallClock = ContinuousClock.now
@@ -113,6 +115,13 @@ report()
 
 if onlyWorkflow {
     workflowReport(sizes: sizes).forEach { report($0) }
+    report()
+    report("Total benchmark time: \(format(milliseconds(wallClock.duration(to: .now)) / 1_000, decimals: 1)) s")
+    exit(0)
+}
+
+if onlyMemory {
+    memoryReport(count: sizes.independent, quick: sizes.quick).forEach { report($0) }
     report()
     report("Total benchmark time: \(format(milliseconds(wallClock.duration(to: .now)) / 1_000, decimals: 1)) s")
     exit(0)

@@ -51,6 +51,7 @@ extension ConcurrentOperation {
         let action = machine.lifecycle.start()
         switch action {
         case .execute:
+            startedStamp = CoarseClock.stamp()
             didStartExecutingLocked()
         case .finishWithoutExecuting:
             lifeFlags.bitwiseOr(LifeFlags.skippedExecution, ordering: .relaxed)

@@ -67,7 +67,14 @@ open class ConcurrentOperation {
     /// Direct dependencies as the user gave them. The first `processedDependencyCount` have been
     /// registered with the dependency graph (they were unfinished then) or were already finished.
     var _dependencies = OperationList()
-    var processedDependencyCount = 0
+    /// The count behind `processedDependencyCount`, in 32 bits so that `startedStamp` shares its word.
+    private var _processedDependencyCount: Int32 = 0
+    var processedDependencyCount: Int {
+        get { Int(_processedDependencyCount) }
+        set { _processedDependencyCount = Int32(truncatingIfNeeded: newValue) }
+    }
+    /// When the operation started executing (a `CoarseClock` stamp, 0 before), for snapshots.
+    var startedStamp: UInt32 = 0
     /// The queue this operation was added to; cleared when it finishes. Unretained: a queue keeps
     /// itself alive while it holds operations (and its caller keeps it alive while adding one).
     var queueReference: Unmanaged<ConcurrentOperationQueue>?

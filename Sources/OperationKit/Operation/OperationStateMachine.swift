@@ -68,6 +68,10 @@ public final class OperationStateMachine {
 
     // protected by `lock`
     var lifecycle = OperationLifecycle()
+    /// For the machine of a ``ConcurrentOperation``: when its queue claimed it (a `CoarseClock`
+    /// stamp, 0 before), for snapshots. Declared right after `lifecycle` (two bytes), it fills
+    /// the padding before the next word: the object stays 40 bytes.
+    var addedStamp: UInt32 = 0
 
     /// For the machine of a ``ConcurrentOperation``: keeps alive the dependency-graph component
     /// the operation joined (and so every one it was merged into; see `GraphComponent`). Written

@@ -124,6 +124,22 @@ final class ConditionEvaluation: @unchecked Sendable {
         progress = Array(repeating: 0, count: conditions.count)
     }
 
+    /// For snapshots: the conditions started and not answered yet, and those not started
+    /// because their gate is closed (their produced dependencies have not finished), by index.
+    var waitingIndices: (evaluating: [Int], gated: [Int]) {
+        guard decision == nil else { return ([], []) }
+        var evaluating: [Int] = []
+        var gated: [Int] = []
+        for index in progress.indices {
+            if progress[index] == 1 {
+                evaluating.append(index)
+            } else if progress[index] == 0, !gates.isEmpty, let gate = gates[index], !gate.isOpen {
+                gated.append(index)
+            }
+        }
+        return (evaluating, gated)
+    }
+
     /// Whether a gate opening should resume it: nobody drives it and it is not decided.
     var mayResume: Bool { !driving && decision == nil }
 

@@ -30,6 +30,8 @@
 enum ExclusivityController {
     private struct Request {
         let owner: ObjectIdentifier
+        /// The requester, for snapshots; alive while the request waits (its grant holds it).
+        let object: Unmanaged<AnyObject>?
         let lineage: Lineage
         let categories: Set<String>
         let grant: @Sendable () -> Void
@@ -44,6 +46,9 @@ enum ExclusivityController {
 
     private struct Holder {
         let owner: ObjectIdentifier
+        /// The holder, for snapshots; alive while it holds (it gives its categories back in its
+        /// finish, before its queue lets it go).
+        let object: Unmanaged<AnyObject>?
         let isGroup: Bool
     }
 
@@ -62,15 +67,17 @@ enum ExclusivityController {
     ) -> Bool {
         // Worked out before taking `lock`: it takes the locks of operations and queues.
         let lineage = Lineage(ancestors: procedure.exclusivityAncestors, isGroup: procedure.waitsWithoutSlot)
-        return request(categories, for: ObjectIdentifier(procedure), lineage: lineage, grant: grant)
+        return request(
+            categories, for: ObjectIdentifier(procedure), object: Unmanaged<AnyObject>.passUnretained(procedure),
+            lineage: lineage, grant: grant)
     }
 
     static func request(
-        _ categories: Set<String>, for owner: ObjectIdentifier, lineage: Lineage,
-        grant: @escaping @Sendable () -> Void
+        _ categories: Set<String>, for owner: ObjectIdentifier, object: Unmanaged<AnyObject>? = nil,
+        lineage: Lineage, grant: @escaping @Sendable () -> Void
     ) -> Bool {
         lock.withLock {
-            let request = Request(owner: owner, lineage: lineage, categories: categories, grant: grant)
+            let request = Request(owner: owner, object: object, lineage: lineage, categories: categories, grant: grant)
             var blocked = Set<String>()
             for earlier in waiting where isContenderLocked(earlier) { blocked.formUnion(earlier.categories) }
             if isFreeLocked(request) && categories.isDisjoint(with: blocked) {
@@ -126,7 +133,8 @@ enum ExclusivityController {
 
     private static func takeLocked(_ request: Request) {
         for category in request.categories {
-            holders[category, default: []].append(Holder(owner: request.owner, isGroup: request.lineage.isGroup))
+            holders[category, default: []].append(
+                Holder(owner: request.owner, object: request.object, isGroup: request.lineage.isGroup))
         }
     }
 
@@ -148,5 +156,43 @@ enum ExclusivityController {
             }
         }
         return granted
+    }
+
+    /// What one waiting request of a snapshot waits for: per category, the holders that keep it
+    /// out (not its ancestors), or — when none does — the earlier waiting requests it queues
+    /// behind. The objects are retained for the caller.
+    struct WaitingRequest {
+        var category: String
+        var heldBy: [AnyObject]
+        var queuedBehind: [AnyObject]
+    }
+
+    /// For each of `owners` that has a waiting request, what it waits for, read in one critical
+    /// section (no other lock is taken under it; the objects are alive while they hold or wait).
+    static func waits(of owners: Set<ObjectIdentifier>) -> [ObjectIdentifier: [WaitingRequest]] {
+        if owners.isEmpty { return [:] }
+        return lock.withLock {
+            var result: [ObjectIdentifier: [WaitingRequest]] = [:]
+            for (position, request) in waiting.enumerated() where owners.contains(request.owner) {
+                var waits: [WaitingRequest] = []
+                for category in request.categories.sorted() {
+                    let stack = holders[category] ?? []
+                    let heldBy: [Holder] = stack.last.map { top in
+                        request.lineage.ancestors.contains(top.owner) ? [] : [top]
+                    } ?? []
+                    var behind: [AnyObject] = []
+                    if heldBy.isEmpty {
+                        for earlier in waiting[..<position] where earlier.categories.contains(category) {
+                            if let object = earlier.object { behind.append(object.takeUnretainedValue()) }
+                        }
+                    }
+                    waits.append(WaitingRequest(
+                        category: category, heldBy: heldBy.compactMap { $0.object?.takeUnretainedValue() },
+                        queuedBehind: behind))
+                }
+                result[request.owner] = waits.filter { !$0.heldBy.isEmpty || !$0.queuedBehind.isEmpty }
+            }
+            return result
+        }
     }
 }

@@ -69,13 +69,16 @@ public final class RetryOperation<Output: Sendable>: ResultProcedure<Output>, @u
     public let wait: WaitStrategy
     private let shouldRetry: @Sendable (_ error: any Error, _ attempt: Int) -> Bool
     private let makeAttempt: @Sendable (_ attempt: Int) -> ResultProcedure<Output>
-    private let attemptQueue: ConcurrentOperationQueue
+    let attemptQueue: ConcurrentOperationQueue
     // protected by machine.lock
-    private var _attemptCount = 0
+    var _attemptCount = 0
     // protected by machine.lock
-    private var current: ResultProcedure<Output>?
+    var current: ResultProcedure<Output>?
     // protected by machine.lock: waiting between two attempts
-    private var waiting = false
+    var waiting = false
+    // protected by machine.lock: the wait between two attempts, and when it began (snapshots)
+    var waitingDelay: Duration = .zero
+    var waitingStamp: UInt32 = 0
 
     /// Creates the retry. No attempt is made before it executes.
     ///
@@ -174,7 +177,11 @@ public final class RetryOperation<Output: Sendable>: ResultProcedure<Output>, @u
             if delay <= .zero {
                 startAttempt(number + 1)
             } else {
-                machine.lock.withLock { waiting = true }
+                machine.lock.withLock {
+                    waiting = true
+                    waitingDelay = delay
+                    waitingStamp = CoarseClock.stamp()
+                }
                 DispatchQueue.global().asyncAfter(deadline: .now() + delay.dispatchInterval) {
                     self.startAttempt(number + 1)
                 }

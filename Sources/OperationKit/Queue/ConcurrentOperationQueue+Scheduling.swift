@@ -7,7 +7,8 @@ extension ConcurrentOperationQueue {
     /// Claims `operation` for this queue and registers its dependencies. Leaves it flagged
     /// `enqueuing`, so that nothing pushes it to the ready list before `insert` does.
     func prepare(
-        _ operation: ConcurrentOperation, barrier pendingBarrier: ConcurrentOperation?
+        _ operation: ConcurrentOperation, barrier pendingBarrier: ConcurrentOperation?,
+        stamp: UInt32 = CoarseClock.stamp()
     ) throws(OperationError) -> ConcurrentOperation.QueuePriority {
         typealias Claim = (refusal: OperationError.Code?, priority: ConcurrentOperation.QueuePriority, hasDependencies: Bool)
         let claim = operation.machine.lock.withLock { () -> Claim in
@@ -19,6 +20,7 @@ extension ConcurrentOperationQueue {
             if lifecycle.isFinished { return (.alreadyFinished, .normal, false) }
             if !lifecycle.isReady { return (.alreadyStarted, .normal, false) }
             operation.queueReference = Unmanaged.passUnretained(self)
+            operation.machine.addedStamp = stamp
             if let pendingBarrier, pendingBarrier !== operation {
                 operation._dependencies.append(pendingBarrier)
             }
@@ -52,7 +54,7 @@ extension ConcurrentOperationQueue {
         return priority
     }
 
-    /// Undoes ``prepare(_:barrier:)`` for an operation of a batch that was refused as a whole:
+    /// Undoes ``prepare(_:barrier:stamp:)`` for an operation of a batch that was refused as a whole:
     /// its dependency edges leave the graph, and it is in no queue again. Its `enqueuing` flag
     /// kept it from running meanwhile; a dependency that finished meanwhile has already dropped
     /// it from its list.

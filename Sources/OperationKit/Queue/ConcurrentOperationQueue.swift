@@ -69,6 +69,8 @@ public final class ConcurrentOperationQueue {
     /// `ExclusivityController`). Set once, by the owner's initialiser, before the queue holds any
     /// operation; weak, since the owner owns the queue.
     weak var owningProcedure: ProcedureOperation?
+    /// The stall watchdog, while one is on (see `ConcurrentOperationQueue+Snapshot`). Protected by lock.
+    var _stallWatchdog: StallWatchdog?
 
     /// Creates a queue.
     ///
@@ -215,8 +217,11 @@ public final class ConcurrentOperationQueue {
         var accepted: [(ConcurrentOperation, ConcurrentOperation.QueuePriority)] = []
         accepted.reserveCapacity(operations.count)
         let pendingBarrier = lock.withLock { barrier }
+        let stamp = CoarseClock.stamp()  // one clock read for the batch
         do {
-            for operation in operations { accepted.append((operation, try prepare(operation, barrier: pendingBarrier))) }
+            for operation in operations {
+                accepted.append((operation, try prepare(operation, barrier: pendingBarrier, stamp: stamp)))
+            }
         } catch {
             // Last prepared first: an edge between two of them is undone from its dependent.
             for (operation, _) in accepted.reversed() { unprepare(operation, barrier: pendingBarrier) }

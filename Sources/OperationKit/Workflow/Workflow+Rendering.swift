@@ -6,7 +6,7 @@ extension Workflow {
     /// The graph and the states are read in one critical section, so they are consistent.
     /// - Returns: The flowchart's text, ending with a newline.
     public func mermaidDiagram() -> String {
-        let snapshot = self.snapshot()
+        let snapshot = graphSnapshot()
         var lines = ["flowchart LR", "    start([Start])", "    finish([Finish])"]
         for task in snapshot.tasks {
             lines.append("    t\(task.index)[\"\(task.name.replacingAll("\"", with: "'")): \(task.state)\"]:::\(task.state)")
@@ -37,7 +37,7 @@ extension Workflow {
     /// The graph and the states are read in one critical section, so they are consistent.
     /// - Returns: The DOT text, ending with a newline.
     public func graphvizDOT() -> String {
-        let snapshot = self.snapshot()
+        let snapshot = graphSnapshot()
         let colors: [WorkflowTaskState: String] = [
             .pending: "gray90", .ready: "lightblue", .executing: "khaki1", .finished: "palegreen",
             .failed: "salmon", .cancelled: "gray70",
@@ -75,7 +75,7 @@ extension Workflow {
     /// critical section, so they are consistent.
     /// - Returns: The drawing, ending with a newline; trailing spaces are trimmed.
     public func asciiDiagram() -> String {
-        let snapshot = self.snapshot()
+        let snapshot = graphSnapshot()
         var level = [Int](repeating: 0, count: snapshot.tasks.count)
         for task in snapshot.tasks {  // prerequisites were added before their dependents
             level[task.index] = (task.prerequisites.map { level[$0] + 1 }.max() ?? 0)
@@ -140,7 +140,7 @@ extension Workflow {
     }
 
     /// The graph and states, read in one critical section.
-    private func snapshot() -> (tasks: [TaskSnapshot], Void) {
+    private func graphSnapshot() -> (tasks: [TaskSnapshot], Void) {
         lock.withLock {
             (tasks.map { task in
                 TaskSnapshot(

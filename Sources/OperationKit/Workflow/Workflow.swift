@@ -45,6 +45,8 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
     var awaiters = WorkflowAwaiters<WorkflowOutcome>()
     /// The ``instrument`` (Observability/OperationInstrument+Telling.swift).
     let instrumentSlot = InstrumentSlot(OperationInstrumentation.default)
+    /// The stall watchdog, while one is on (see `Workflow+Snapshot`).
+    var _stallWatchdog: StallWatchdog?
 
     /// Creates a workflow.
     /// - Parameters:

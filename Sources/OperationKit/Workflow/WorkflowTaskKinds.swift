@@ -95,8 +95,8 @@ public final class MethodTask<Target: AnyObject & Sendable>: WorkflowTask, @unch
 /// input.fulfill(with: answer)  // input is retried and finishes with answer; request runs
 /// ```
 public final class ExternalConditionTask: WorkflowTask, @unchecked Sendable {
-    // protected by `withTaskLock`
-    private var fulfilment: (value: (any Sendable)?, Void)?
+    // protected by `withTaskLock` (internal for snapshots)
+    var fulfilment: (value: (any Sendable)?, Void)?
 
     /// Whether the condition has been fulfilled (since the last reset).
     public var isFulfilled: Bool { withTaskLock { fulfilment != nil } }
