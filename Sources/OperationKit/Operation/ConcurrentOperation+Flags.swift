@@ -41,6 +41,9 @@ enum LifeFlags {
     /// Set with `finished` by a procedure, cleared when its did-finish observers have returned
     /// (see `ConcurrentOperation.FinishTail`): meanwhile a new waiter still waits.
     static let tailPending: UInt8 = 32
+    /// The operation has an entry in `ReportedProgressTable` (it reported progress or has a
+    /// progress weight); set under the table's lock, never cleared; its deinit removes the entry.
+    static let hasProgress: UInt8 = 64
 }
 
 extension ConcurrentOperation {

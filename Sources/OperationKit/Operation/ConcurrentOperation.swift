@@ -151,8 +151,13 @@ open class ConcurrentOperation {
             ChainRelease.release(consume dependencies)
         }
         // Released before it finished, with event streams: they end, and leave the side table.
-        if lifeFlags.load(ordering: .relaxed) & LifeFlags.hasEventStreams != 0 {
+        let flags = lifeFlags.load(ordering: .relaxed)
+        if flags & LifeFlags.hasEventStreams != 0 {
             LifecycleEventStreams.operationWillDeallocate(ObjectIdentifier(self))
+        }
+        // Reported progress or a progress weight: its entry leaves that side table.
+        if flags & LifeFlags.hasProgress != 0 {
+            ReportedProgressTable.operationWillDeallocate(ObjectIdentifier(self))
         }
     }
 

@@ -1,4 +1,5 @@
 import Dispatch
+import Synchronization
 
 /// A re-runnable graph of ``WorkflowTask``s with prerequisites — Task.framework's `TSKWorkflow`.
 ///
@@ -43,6 +44,12 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
     var executingCount = 0
     /// Swift tasks awaiting the workflow's outcome (WorkflowAwaiting.swift).
     var awaiters = WorkflowAwaiters<WorkflowOutcome>()
+    /// The broadcaster of the tasks' aggregate progress, made when it is first asked for, and the
+    /// version of the last value computed (Workflow+Progress.swift).
+    var _progressBroadcaster: ProgressBroadcaster?
+    var progressVersion: UInt64 = 0
+    /// Whether `_progressBroadcaster` was made: read without the lock.
+    let followsProgress = Atomic<Bool>(false)
 
     /// Creates a workflow.
     /// - Parameters:
@@ -130,6 +137,7 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
             return nil
         }
         if let refusal { throw refusal }
+        progressChanged()
     }
 
     // MARK: Reading
