@@ -178,7 +178,9 @@ final class ProgressBroadcaster {
     }
 
     /// Calls `handler` with the current value, then with changes, as `policy` says.
-    func observe(_ policy: ProgressUpdatePolicy, _ handler: @escaping @Sendable (OperationProgress) -> Void) -> ProgressObservation {
+    func observe(
+        _ policy: ProgressUpdatePolicy, _ handler: @escaping @Sendable (OperationProgress) -> Void
+    ) -> ProgressObservation {
         let id = subscribe(.handler(handler), policy: policy)
         return ProgressObservation { [weak self] in self?.unsubscribe(id) }
     }
@@ -191,8 +193,8 @@ final class ProgressBroadcaster {
             let action = subscriber.coalescer.subscribed(version: version, now: .now)
             perform(action, for: subscriber, into: &effects)
             if closed {
+                // It had the last value (a handler gets it from the drain below): nothing follows.
                 if case .stream(let continuation) = kind { effects.ended.append(continuation) }
-                subscriber.cancelled = true
             } else {
                 subscribers.append(subscriber)
             }

@@ -56,8 +56,8 @@ extension ConcurrentOperation {
             return OperationProgress(completed: finished ? 1 : 0, total: 1, isFinished: finished)
         }
         if finished {
-            return OperationProgress(
-                completed: max(entry.completed, entry.total), total: entry.total, fractionCompleted: 1, isFinished: true)
+            let completed = max(entry.completed, entry.total)
+            return OperationProgress(completed: completed, total: entry.total, fractionCompleted: 1, isFinished: true)
         }
         return OperationProgress(completed: entry.completed, total: entry.total, fractionCompleted: entry.fraction)
     }

@@ -1,6 +1,8 @@
 // ConcurrentOperationQueue: the aggregate progress of its operations (by count or weight, or
 // filling a total the user set), as a value, an AsyncStream and a handler, coalesced.
 
+import Synchronization
+
 extension ConcurrentOperationQueue {
     /// The progress of the queue's operations, aggregated: each operation is one unit (or its
     /// ``ConcurrentOperation/progressWeight``), complete once it has finished or been cancelled

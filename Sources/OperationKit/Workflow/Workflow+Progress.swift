@@ -126,16 +126,16 @@ extension WorkflowTask {
     /// Reports progress for `run`, or for the current run if `nil`.
     func reportProgress(completed: Int64, total: Int64, run: Int?) {
         let fraction = OperationProgress(completed: completed, total: total).fractionCompleted
-        let workflow = withTaskLock { () -> Workflow? in
+        let attached = withTaskLock { () -> Workflow? in
             guard lifecycle.state == .executing else { return nil }
             let current = lifecycle.run
             guard run == nil || run == current else { return nil }
             _progress.fraction = fraction
             _progress.run = current
             _progress.hasReported = true
-            return workflow
+            return self.workflow
         }
-        workflow?.progressChanged()
+        attached?.progressChanged()
     }
 
     /// The task's weight in its workflow's ``Workflow/progress``: how many units it counts for
@@ -144,11 +144,11 @@ extension WorkflowTask {
         get { withTaskLock { _progress.weight } }
         set {
             precondition(newValue >= 0, "progressWeight must not be negative, not \(newValue)")
-            let workflow = withTaskLock { () -> Workflow? in
+            let attached = withTaskLock { () -> Workflow? in
                 _progress.weight = newValue
-                return workflow
+                return self.workflow
             }
-            workflow?.progressChanged()
+            attached?.progressChanged()
         }
     }
 }

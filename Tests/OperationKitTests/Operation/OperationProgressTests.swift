@@ -29,7 +29,8 @@ struct OperationProgressTests {
         operation.reportProgress(completed: 4, total: 10)
         #expect(operation.progress.completed == 4)
         operation.finish()
-        #expect(operation.progress == OperationProgress(completed: 10, total: 10, fractionCompleted: 1, isFinished: true))
+        #expect(operation.progress == OperationProgress(
+            completed: 10, total: 10, fractionCompleted: 1, isFinished: true))
     }
 
     @Test("reports from many threads: every read sees one whole report, the last write wins")

@@ -45,7 +45,8 @@ struct GroupProgressTests {
         try await untilTrue { group.childrenProgress.total == 3 }
         gate.open()
         #expect(await opened(finished))
-        #expect(recorded.values.last == OperationProgress(completed: 3, total: 3, fractionCompleted: 1, isFinished: true))
+        #expect(recorded.values.last == OperationProgress(
+            completed: 3, total: 3, fractionCompleted: 1, isFinished: true))
     }
 
     @Test("in its queue's progress, a running group counts with its children's fraction")
@@ -79,6 +80,6 @@ struct GroupProgressTests {
             return values
         }
         #expect(values.last == OperationProgress(completed: 3, total: 3, fractionCompleted: 1, isFinished: true))
-        #expect(children.allSatisfy(\.isCancelled))
+        #expect(children.allSatisfy { $0.isCancelled })
     }
 }

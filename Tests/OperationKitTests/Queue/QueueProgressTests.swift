@@ -170,7 +170,7 @@ struct QueueProgressTests {
         queue.isSuspended = false
         try await untilTrue { queue.progress.isFinished }
         #expect(queue.progress == OperationProgress(completed: 3, total: 3, fractionCompleted: 1, isFinished: true))
-        #expect(operations.allSatisfy(\.isCancelled))
+        #expect(operations.allSatisfy { $0.isCancelled })
         #expect(operations.allSatisfy { $0.progress.isFinished })
     }
 
