@@ -42,6 +42,26 @@ struct QueueProgressTests {
         }
     }
 
+    @Test("nobody asked: the queue has no tracker and no listener; operations that never report have no entry")
+    func zeroCost() async throws {
+        let queue = ConcurrentOperationQueue(name: "progress-unasked")
+        let operations = (0..<10).map { index in ClosureOperation(name: "quiet\(index)") {} }
+        try queue.addOperations(operations, waitUntilFinished: false)
+        await queue.waitUntilAllOperationsAreFinished()
+        #expect(queue.lock.withLock { queue._progressTracker == nil })
+        let listenedBefore = queue.hasListeners.load(ordering: .acquiring)
+        #expect(!listenedBefore)
+        // Followed: still no entry for operations that never report.
+        _ = queue.progress
+        let listenedAfter = queue.hasListeners.load(ordering: .acquiring)
+        #expect(listenedAfter)
+        let followed = (0..<10).map { index in ClosureOperation(name: "followed\(index)") {} }
+        try queue.addOperations(followed, waitUntilFinished: false)
+        await queue.waitUntilAllOperationsAreFinished()
+        #expect((operations + followed).allSatisfy { !$0.mayHaveReportedProgress })
+        #expect(queue.progress.completed == 10)
+    }
+
     @Test("by count: each operation one unit, complete once finished")
     func byCount() async throws {
         let queue = ConcurrentOperationQueue(name: "progress-count")
