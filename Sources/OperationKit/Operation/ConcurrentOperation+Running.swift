@@ -71,6 +71,7 @@ extension ConcurrentOperation {
     /// marks it runnable and hands it to its queue if that made it runnable.
     final func makeRunnableAfterCancel(in queue: ConcurrentOperationQueue?) {
         guard let queue else { return }
+        queue.operationWasCancelled(self)  // its progress: complete (one atomic load if not followed)
         if Readiness.becameRunnableByCancelling(readiness.bitwiseOr(Readiness.cancelled, ordering: .acquiringAndReleasing).oldValue) {
             queue.makeReady([self])
         }

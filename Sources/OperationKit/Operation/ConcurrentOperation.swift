@@ -135,7 +135,7 @@ open class ConcurrentOperation {
     let slotHandoff = Atomic<UInt8>(SlotHandoff.workerHolds)
     /// `LifeFlags`: whether the operation has finished, whether it ever had dependents, and
     /// whether it may have lifecycle event streams.
-    let lifeFlags = Atomic<UInt8>(0)
+    let lifeFlags = Atomic<UInt16>(0)
 
     // protected by machine.lock (kept with the other one-byte fields to save padding)
     private var _queuePriority: QueuePriority = .normal
@@ -158,8 +158,13 @@ open class ConcurrentOperation {
             ChainRelease.release(consume dependencies)
         }
         // Released before it finished, with event streams: they end, and leave the side table.
-        if lifeFlags.load(ordering: .relaxed) & LifeFlags.hasEventStreams != 0 {
+        let flags = lifeFlags.load(ordering: .relaxed)
+        if flags & LifeFlags.hasEventStreams != 0 {
             LifecycleEventStreams.operationWillDeallocate(ObjectIdentifier(self))
+        }
+        // Reported progress or a progress weight: its entry leaves that side table.
+        if flags & LifeFlags.hasProgress != 0 {
+            ReportedProgressTable.operationWillDeallocate(ObjectIdentifier(self))
         }
     }
 

@@ -255,6 +255,7 @@ open class GroupOperation: ProcedureOperation, @unchecked Sendable {
     /// - Parameter errors: The group's errors.
     open override func procedureWillFinish(with errors: [any Error]) {
         childLock.withLock { closed = true }
+        closeChildrenProgress()
     }
 
     /// A group cancelled before it executed finishes without executing — after its cancelled

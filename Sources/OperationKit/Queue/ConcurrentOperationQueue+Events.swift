@@ -136,10 +136,12 @@ extension ConcurrentOperationQueue {
         }
     }
 
-    /// Under `lock`: sets `hasListeners` from the delegate, the handlers and the event streams.
+    /// Under `lock`: sets `hasListeners` from the delegate, the handlers, the event streams and
+    /// the progress tracker.
     func updateHasListenersLocked() {
         let streams = !(_eventStreams?.continuations.isEmpty ?? true)
-        hasListeners.store(_delegate != nil || _eventHandlers != nil || streams, ordering: .releasing)
+        let listened = _delegate != nil || _eventHandlers != nil || streams || _progressTracker != nil
+        hasListeners.store(listened, ordering: .releasing)
     }
 
     private enum QueueEvent {
@@ -148,19 +150,23 @@ extension ConcurrentOperationQueue {
 
     private func notify(_ event: QueueEvent, _ operation: ConcurrentOperation) {
         guard hasListeners.load(ordering: .acquiring) else { return }
-        let (delegate, handlers, streams) = lock.withLock { (_delegate, _eventHandlers, _eventStreams?.continuations) }
+        let (delegate, handlers, streams, progress) = lock.withLock {
+            (_delegate, _eventHandlers, _eventStreams?.continuations, _progressTracker)
+        }
         if let streams { yield(event: event, operation, to: streams) }
         switch event {
         case .willAdd:
             handlers?.willAdd?(operation)
             delegate?.operationQueue(self, willAdd: operation)
         case .didAdd:
+            progress?.operationAdded(operation)
             handlers?.didAdd?(operation)
             delegate?.operationQueue(self, didAdd: operation)
         case .willFinish:
             handlers?.willFinish?(operation)
             delegate?.operationQueue(self, willFinish: operation)
         case .didFinish:
+            progress?.operationFinished(operation)
             handlers?.didFinish?(operation)
             delegate?.operationQueue(self, didFinish: operation)
         }

@@ -60,6 +60,9 @@ public final class ConcurrentOperationQueue {
     /// The continuations of ``events`` streams; made by the first stream. It finishes them when
     /// it is released with the queue. Protected by lock.
     var _eventStreams: QueueEventStreams?
+    /// The aggregate of its operations' progress; made the first time it is asked for
+    /// (ConcurrentOperationQueue+Progress.swift). Protected by lock.
+    var _progressTracker: QueueProgressTracker?
     /// Whether a delegate or event handlers are set: read without the lock on every add and finish.
     let hasListeners = Atomic<Bool>(false)
     /// The ``instrument`` (Observability/OperationInstrument+Telling.swift).

@@ -1,4 +1,5 @@
 import Dispatch
+import Synchronization
 
 /// A re-runnable graph of ``WorkflowTask``s with prerequisites — Task.framework's `TSKWorkflow`.
 ///
@@ -47,6 +48,12 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
     let instrumentSlot = InstrumentSlot(OperationInstrumentation.default)
     /// The stall watchdog, while one is on (see `Workflow+Snapshot`).
     var _stallWatchdog: StallWatchdog?
+    /// The broadcaster of the tasks' aggregate progress, made when it is first asked for, and the
+    /// version of the last value computed (Workflow+Progress.swift).
+    var _progressBroadcaster: ProgressBroadcaster?
+    var progressVersion: UInt64 = 0
+    /// Whether `_progressBroadcaster` was made: read without the lock.
+    let followsProgress = Atomic<Bool>(false)
 
     /// Creates a workflow.
     /// - Parameters:
@@ -133,6 +140,7 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
             return (nil, task.lifecycle.prerequisitesChanged(allFinished: task.unfinishedPrerequisites == 0))
         }
         if let refusal { throw refusal }
+        progressChanged()
         if becamePending, let instrument = instrumentSlot.current {
             instrument.record(WorkflowTaskEvent(task: task, workflowName: name, from: .ready, to: .pending))
         }

@@ -56,6 +56,8 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     weak var _delegate: (any WorkflowTaskDelegate)?
     /// Swift tasks awaiting the task's outcome (WorkflowAwaiting.swift).
     var awaiters = WorkflowAwaiters<WorkflowTaskOutcome>()
+    /// Its reported progress and weight (Workflow+Progress.swift).
+    var _progress = WorkflowTaskProgress()
 
     /// Creates a task, in state ``WorkflowTaskState/ready`` and in no workflow.
     /// - Parameter name: A name for logs, errors and diagrams.
