@@ -1,0 +1,98 @@
+// The three adapters installed on real queues (the library tells the events): spans across the
+// queue hop, metrics and log lines of real operations. Compiled once the queue hooks exist.
+
+#if OPERATIONKIT_HOOKS
+import InMemoryLogging
+import InMemoryTracing
+import Logging
+import MetricsTestKit
+import OperationKit
+import OperationKitLogging
+import OperationKitMetrics
+import OperationKitTestSupport
+import OperationKitTracing
+import Testing
+import Tracing
+
+/// Counts down a latch on each finished operation: placed after an adapter in a
+/// `MultiplexInstrument`, it tells the test that the adapter has recorded the finish.
+final class FinishLatch: OperationInstrument {
+    let latch: Latch
+    init(count: Int) { latch = Latch(count: count) }
+    func record(_ event: OperationEvent) {
+        if case .finished = event.kind { latch.countDown() }
+    }
+}
+
+@Suite("Adapters on a real queue")
+struct EndToEndTests {
+    @Test("tracing: the span's parent is the adder's context, execute() and an async body run in the span's context")
+    func tracing() async throws {
+        let tracer = InMemoryTracer()
+        let finished = FinishLatch(count: 2)
+        let queue = ConcurrentOperationQueue(name: "e2e-tracing")
+        queue.instrument = MultiplexInstrument([TracingInstrument(tracer: tracer), finished])
+        let seenInClosure = OperationKitTestSupport.Recorder<String?>()
+        let closure = ClosureOperation(name: "closure") { seenInClosure.record(ServiceContext.current?.inMemorySpanContext?.spanID) }
+        let async = AsyncOperation<String?>(name: "async") { ServiceContext.current?.inMemorySpanContext?.spanID }
+        let request = tracer.startSpan("request")
+        try ServiceContext.withValue(request.context) {
+            try queue.addOperation(closure)
+            try queue.addOperation(async)
+        }
+        #expect(finished.latch.wait(timeout: .seconds(30)))
+        request.end()
+
+        let spans = tracer.finishedSpans
+        let closureSpan = try #require(spans.first { $0.operationName == "closure" })
+        let asyncSpan = try #require(spans.first { $0.operationName == "async" })
+        #expect(closureSpan.parentSpanID == request.spanID)
+        #expect(asyncSpan.parentSpanID == request.spanID)
+        #expect(seenInClosure.values == [closureSpan.spanID])
+        #expect(async.output == asyncSpan.spanID)
+        #expect(closureSpan.events.map(\.name).contains("started"))
+    }
+
+    @Test("metrics: counters, timers and meters of a named queue")
+    func metrics() throws {
+        let metrics = TestMetrics()
+        let finished = FinishLatch(count: 4)
+        let queue = ConcurrentOperationQueue(name: "e2e-metrics")
+        queue.instrument = MultiplexInstrument([MetricsInstrument(factory: metrics), finished])
+        queue.isSuspended = true
+        let operations = (0..<4).map { index in ClosureOperation(name: "op\(index)") {} }
+        try queue.addOperations(operations, waitUntilFinished: false)
+        _ = operations[3].cancel()
+        queue.isSuspended = false
+        #expect(finished.latch.wait(timeout: .seconds(30)))
+
+        let dimensions = [("queue", "e2e-metrics")]
+        #expect(try metrics.expectCounter("operationkit_operations_added_total", dimensions).totalValue == 4)
+        #expect(try metrics.expectCounter("operationkit_operations_started_total", dimensions).totalValue == 3)
+        #expect(try metrics.expectCounter("operationkit_operations_finished_total", dimensions).totalValue == 4)
+        #expect(try metrics.expectCounter("operationkit_operations_cancelled_total", dimensions).totalValue == 1)
+        #expect(try metrics.expectTimer("operationkit_operation_execution_duration_seconds", dimensions).values.count == 3)
+        #expect(try metrics.expectMeter("operationkit_operations_pending", dimensions).lastValue == 0)
+        #expect(try metrics.expectMeter("operationkit_operations_executing", dimensions).lastValue == 0)
+    }
+
+    @Test("logging: a line per event of a real operation")
+    func logging() throws {
+        let handler = InMemoryLogHandler()
+        var logger = Logger(label: "e2e") { _ in handler }
+        logger.logLevel = .trace
+        let finished = FinishLatch(count: 1)
+        let queue = ConcurrentOperationQueue(name: "e2e-logging")
+        queue.instrument = MultiplexInstrument([LoggingInstrument(logger: logger), finished])
+        try queue.addOperation(ClosureOperation(name: "job") {})
+        #expect(finished.latch.wait(timeout: .seconds(30)))
+
+        let messages = handler.entries.map(\.message.description)
+        #expect(messages.first == "operation added")
+        #expect(messages.contains("operation started"))
+        #expect(messages.last == "operation finished")
+        #expect(handler.entries.allSatisfy { $0.metadata["queue"] == "e2e-logging" && $0.metadata["operation"] == "job" })
+        #expect(handler.entries.last?.metadata["duration_ms"] != nil)
+    }
+}
+#endif
