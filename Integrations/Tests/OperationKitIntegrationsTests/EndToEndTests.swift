@@ -11,16 +11,35 @@ import OperationKitLogging
 import OperationKitMetrics
 import OperationKitTestSupport
 import OperationKitTracing
+import Synchronization
 import Testing
 import Tracing
 
-/// Counts down a latch on each finished operation: placed after an adapter in a
-/// `MultiplexInstrument`, it tells the test that the adapter has recorded the finish.
-final class FinishLatch: OperationInstrument {
-    let latch: Latch
-    init(count: Int) { latch = Latch(count: count) }
+/// Placed after an adapter in a `MultiplexInstrument`, it tells the test when the adapter has
+/// recorded `count` finishes. Awaited, not blocked on: a test that blocks a thread of the
+/// cooperative pool could hold back an asynchronous operation's body.
+final class FinishSignal: OperationInstrument {
+    private let remaining: Atomic<Int>
+    private let stream: AsyncStream<Void>
+    private let continuation: AsyncStream<Void>.Continuation
+
+    init(count: Int) {
+        remaining = Atomic(count)
+        (stream, continuation) = AsyncStream.makeStream(of: Void.self)
+    }
+
     func record(_ event: OperationEvent) {
-        if case .finished = event.kind { latch.countDown() }
+        guard case .finished = event.kind else { return }
+        if remaining.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 { continuation.finish() }
+    }
+
+    /// Whether every finish was recorded within `timeout`.
+    func wait(timeout: Duration = .seconds(30)) async -> Bool {
+        let stream = stream
+        return await outcome(within: timeout) {
+            for await _ in stream {}
+            return true
+        } != nil
     }
 }
 
@@ -29,7 +48,7 @@ struct EndToEndTests {
     @Test("tracing: the span's parent is the adder's context, execute() and an async body run in the span's context")
     func tracing() async throws {
         let tracer = InMemoryTracer()
-        let finished = FinishLatch(count: 2)
+        let finished = FinishSignal(count: 2)
         let queue = ConcurrentOperationQueue(name: "e2e-tracing")
         queue.instrument = MultiplexInstrument([TracingInstrument(tracer: tracer), finished])
         let seenInClosure = OperationKitTestSupport.Recorder<String?>()
@@ -40,7 +59,7 @@ struct EndToEndTests {
             try queue.addOperation(closure)
             try queue.addOperation(async)
         }
-        #expect(finished.latch.wait(timeout: .seconds(30)))
+        #expect(await finished.wait())
         request.end()
 
         let spans = tracer.finishedSpans
@@ -54,17 +73,17 @@ struct EndToEndTests {
     }
 
     @Test("metrics: counters, timers and meters of a named queue")
-    func metrics() throws {
+    func metrics() async throws {
         let metrics = TestMetrics()
-        let finished = FinishLatch(count: 4)
+        let finished = FinishSignal(count: 4)
         let queue = ConcurrentOperationQueue(name: "e2e-metrics")
         queue.instrument = MultiplexInstrument([MetricsInstrument(factory: metrics), finished])
         queue.isSuspended = true
         let operations = (0..<4).map { index in ClosureOperation(name: "op\(index)") {} }
         try queue.addOperations(operations, waitUntilFinished: false)
-        _ = operations[3].cancel()
+        operations[3].cancel()
         queue.isSuspended = false
-        #expect(finished.latch.wait(timeout: .seconds(30)))
+        #expect(await finished.wait())
 
         let dimensions = [("queue", "e2e-metrics")]
         #expect(try metrics.expectCounter("operationkit_operations_added_total", dimensions).totalValue == 4)
@@ -77,15 +96,15 @@ struct EndToEndTests {
     }
 
     @Test("logging: a line per event of a real operation")
-    func logging() throws {
+    func logging() async throws {
         let handler = InMemoryLogHandler()
         var logger = Logger(label: "e2e") { _ in handler }
         logger.logLevel = .trace
-        let finished = FinishLatch(count: 1)
+        let finished = FinishSignal(count: 1)
         let queue = ConcurrentOperationQueue(name: "e2e-logging")
         queue.instrument = MultiplexInstrument([LoggingInstrument(logger: logger), finished])
         try queue.addOperation(ClosureOperation(name: "job") {})
-        #expect(finished.latch.wait(timeout: .seconds(30)))
+        #expect(await finished.wait())
 
         let messages = handler.entries.map(\.message.description)
         #expect(messages.first == "operation added")
