@@ -27,6 +27,7 @@ let package = Package(
         .target(
             name: "OperationKitLogging",
             dependencies: [
+                "IntegrationSupport",
                 .product(name: "OperationKit", package: "OperationKit"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -35,6 +36,7 @@ let package = Package(
         .target(
             name: "OperationKitMetrics",
             dependencies: [
+                "IntegrationSupport",
                 .product(name: "OperationKit", package: "OperationKit"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -44,11 +46,14 @@ let package = Package(
         .target(
             name: "OperationKitTracing",
             dependencies: [
+                "IntegrationSupport",
                 .product(name: "OperationKit", package: "OperationKit"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             swiftSettings: [.enableUpcomingFeature("ExistentialAny")]
         ),
+        // The adapters' lock (package access only; not a product).
+        .target(name: "IntegrationSupport"),
         .testTarget(
             name: "OperationKitIntegrationsTests",
             dependencies: [

@@ -1,9 +1,9 @@
 // LoggingInstrument: an OperationInstrument that writes a swift-log line for each event of
 // operations, workflow tasks and state machines, with lower snake case metadata.
 
+import IntegrationSupport
 import Logging
 import OperationKit
-import Synchronization
 
 /// An ``OperationKit/OperationInstrument`` that writes a swift-log line for each event.
 ///
@@ -48,9 +48,9 @@ public final class LoggingInstrument: OperationInstrument {
     /// Whether workflow task lines that end a run are written (they show its duration).
     private let timesTasks: Bool
     /// When each operation being timed was added and started; removed when it finishes.
-    private let operations = Mutex<[ObjectIdentifier: OperationTimes]>([:])
+    private let operations = Locked<[ObjectIdentifier: OperationTimes]>([:])
     /// When each workflow task being timed started its run; removed when the run ends.
-    private let tasks = Mutex<[ObjectIdentifier: ContinuousClock.Instant]>([:])
+    private let tasks = Locked<[ObjectIdentifier: ContinuousClock.Instant]>([:])
 
     struct OperationTimes {
         var added: ContinuousClock.Instant?

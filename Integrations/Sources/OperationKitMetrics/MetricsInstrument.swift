@@ -2,9 +2,9 @@
 // added, started, finished, failed, cancelled and retried, wait and run timers, pending meters.
 
 import CoreMetrics
+import IntegrationSupport
 import Metrics
 import OperationKit
-import Synchronization
 
 /// An ``OperationKit/OperationInstrument`` that records swift-metrics metrics of operations and
 /// workflow tasks.
@@ -48,7 +48,7 @@ public final class MetricsInstrument: OperationInstrument {
     public let labelPrefix: String
     /// The factory given at creation, or `nil` for `MetricsSystem.factory`.
     private let factory: (any MetricsFactory)?
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     struct State {
         /// The metrics of each queue name (and of `none`), made on first use.

@@ -2,7 +2,6 @@
 // the task was first seen (added or started), ended with the run's outcome.
 
 import OperationKit
-import Synchronization
 import Tracing
 
 /// What the instrument keeps of a workflow task: the parent of its runs' spans and the span of

@@ -1,8 +1,8 @@
 // TracingInstrument: an OperationInstrument that makes a swift-distributed-tracing span per
 // operation, parented by the ServiceContext of the code that added it, bound while it executes.
 
+import IntegrationSupport
 import OperationKit
-import Synchronization
 import Tracing
 
 /// An ``OperationKit/OperationInstrument`` that traces operations and workflow tasks with
@@ -50,9 +50,9 @@ public final class TracingInstrument: OperationInstrument {
     /// The tracer given at creation, or `nil` for `InstrumentationSystem.tracer`.
     private let givenTracer: (any Tracer)?
     /// The span of each operation added or started and not yet finished.
-    private let operations = Mutex<[ObjectIdentifier: SpanEntry]>([:])
+    private let operations = Locked<[ObjectIdentifier: SpanEntry]>([:])
     /// Each workflow task seen and not yet finished, failed or cancelled.
-    let tasks = Mutex<[ObjectIdentifier: TaskEntry]>([:])
+    let tasks = Locked<[ObjectIdentifier: TaskEntry]>([:])
 
     /// Creates an instrument.
     ///
