@@ -80,6 +80,10 @@ public final class LoggingInstrument: OperationInstrument {
 
     // MARK: Operations
 
+    /// Writes the line of an operation's event, if its level is set and enabled, and keeps or
+    /// drops the operation's start times.
+    ///
+    /// - Parameter event: The event.
     public func record(_ event: OperationEvent) {
         switch event.kind {
         case .added:
@@ -168,6 +172,10 @@ public final class LoggingInstrument: OperationInstrument {
 
     // MARK: Workflow tasks and state machines
 
+    /// Writes the line of a workflow task's transition (`workflow task <state entered>`), with
+    /// the run's duration when it ends one.
+    ///
+    /// - Parameter event: The transition.
     public func record(_ event: WorkflowTaskEvent) {
         var ran: Duration?
         if timesTasks {
@@ -196,6 +204,9 @@ public final class LoggingInstrument: OperationInstrument {
         logger.log(level: level, "workflow task \(event.to.description)", error: event.error, metadata: metadata)
     }
 
+    /// Writes `state machine transition` with the machine's name and the two states.
+    ///
+    /// - Parameter event: The transition.
     public func record(_ event: StateMachineEvent) {
         guard let level = levels.stateMachineTransition, logger.logLevel <= level else { return }
         logger.log(

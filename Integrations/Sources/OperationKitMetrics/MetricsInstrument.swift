@@ -83,6 +83,9 @@ public final class MetricsInstrument: OperationInstrument {
 
     // MARK: Operations
 
+    /// Counts an operation's event and records its wait or run when it starts or finishes.
+    ///
+    /// - Parameter event: The event.
     public func record(_ event: OperationEvent) {
         let id = ObjectIdentifier(event.operation)
         switch event.kind {
@@ -157,6 +160,10 @@ public final class MetricsInstrument: OperationInstrument {
 
     // MARK: Workflow tasks
 
+    /// Counts a workflow task's run starting, finishing, failing or being cancelled, and records
+    /// the run's duration when it finishes or fails.
+    ///
+    /// - Parameter event: The transition.
     public func record(_ event: WorkflowTaskEvent) {
         let id = ObjectIdentifier(event.task)
         let (metrics, ran) = state.withLock { state in

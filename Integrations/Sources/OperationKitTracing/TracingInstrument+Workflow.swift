@@ -12,6 +12,9 @@ struct TaskEntry: Sendable {
 }
 
 extension TracingInstrument {
+    /// Starts the span of a task's run when it starts executing, and ends it when the run ends.
+    ///
+    /// - Parameter event: The transition.
     public func record(_ event: WorkflowTaskEvent) {
         let id = ObjectIdentifier(event.task)
         // The parent is captured on the task's first event, on the thread that caused it.

@@ -70,6 +70,10 @@ public final class TracingInstrument: OperationInstrument {
 
     // MARK: Operations
 
+    /// Starts the operation's span (when it is added, or started by hand), adds a span event, or
+    /// ends the span with the outcome.
+    ///
+    /// - Parameter event: The event.
     public func record(_ event: OperationEvent) {
         let id = ObjectIdentifier(event.operation)
         switch event.kind {
@@ -164,6 +168,10 @@ public final class TracingInstrument: OperationInstrument {
 
     // MARK: State machines
 
+    /// Adds a `state machine transition` event to the span of the current context, when the tracer
+    /// finds it.
+    ///
+    /// - Parameter event: The transition.
     public func record(_ event: StateMachineEvent) {
         guard let context = ServiceContext.current, let span = tracer.activeSpan(identifiedBy: context) else { return }
         span.addEvent(
