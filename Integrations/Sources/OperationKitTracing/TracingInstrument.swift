@@ -162,7 +162,10 @@ public final class TracingInstrument: OperationInstrument {
         return entry
     }
 
-    private func addEvent(_ name: String, to id: ObjectIdentifier, at time: ContinuousClock.Instant, attributes: SpanAttributes = [:]) {
+    /// Adds an event to the span of the operation `id`, if it has one.
+    private func addEvent(
+        _ name: String, to id: ObjectIdentifier, at time: ContinuousClock.Instant, attributes: SpanAttributes = [:]
+    ) {
         operations.withLock { $0[id] }?.addEvent(name, at: time, attributes: attributes)
     }
 
@@ -192,7 +195,9 @@ struct SpanEntry: Sendable {
     let wallStart: UInt64
 
     /// Starts a span at the monotonic time `time`, placed on the wall clock now.
-    static func start(_ name: String, with tracer: any Tracer, context: ServiceContext, at time: ContinuousClock.Instant) -> SpanEntry {
+    static func start(
+        _ name: String, with tracer: any Tracer, context: ServiceContext, at time: ContinuousClock.Instant
+    ) -> SpanEntry {
         let wallNow = DefaultTracerClock.now.nanosecondsSinceEpoch
         let sinceTime = nanoseconds(ContinuousClock.now - time)
         let wallStart = sinceTime >= 0 ? wallNow &- UInt64(sinceTime) : wallNow &+ UInt64(-sinceTime)
