@@ -16,7 +16,8 @@ import Testing
 import Tracing
 
 /// Placed after an adapter in a `MultiplexInstrument`, it tells the test when the adapter has
-/// recorded `count` finishes. Awaited, not blocked on: a test that blocks a thread of the
+/// recorded `count` finishes (of operations, or of workflow task runs: finished, failed or
+/// cancelled). Awaited, not blocked on: a test that blocks a thread of the
 /// cooperative pool could hold back an asynchronous operation's body.
 final class FinishSignal: OperationInstrument {
     private let remaining: Atomic<Int>
@@ -30,6 +31,17 @@ final class FinishSignal: OperationInstrument {
 
     func record(_ event: OperationEvent) {
         guard case .finished = event.kind else { return }
+        countDown()
+    }
+
+    func record(_ event: WorkflowTaskEvent) {
+        switch event.to {
+        case .finished, .failed, .cancelled: countDown()
+        case .pending, .ready, .executing: break
+        }
+    }
+
+    private func countDown() {
         if remaining.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 { continuation.finish() }
     }
 
@@ -70,6 +82,40 @@ struct EndToEndTests {
         #expect(seenInClosure.values == [closureSpan.spanID])
         #expect(async.output == asyncSpan.spanID)
         #expect(closureSpan.events.map(\.name).contains("started"))
+    }
+
+    @Test("workflow tasks: a span per run under the context that started the workflow, and the task counters")
+    func workflowTasks() async throws {
+        let tracer = InMemoryTracer()
+        let metrics = TestMetrics()
+        let finished = FinishSignal(count: 2)
+        let workflow = Workflow(name: "e2e-workflow")
+        workflow.instrument = MultiplexInstrument([
+            TracingInstrument(tracer: tracer), MetricsInstrument(factory: metrics), finished,
+        ])
+        let compile = ClosureTask(name: "compile") { run in run.finish(with: nil) }
+        let test = ClosureTask(name: "test") { run in run.fail(with: TestFailure("1 test failed")) }
+        let request = tracer.startSpan("request")
+        try ServiceContext.withValue(request.context) {
+            try workflow.add(compile)
+            try workflow.add(test, prerequisites: [compile])
+            workflow.start()
+        }
+        #expect(await finished.wait())
+        request.end()
+
+        let compileSpan = try #require(tracer.finishedSpans.first { $0.operationName == "compile" })
+        let testSpan = try #require(tracer.finishedSpans.first { $0.operationName == "test" })
+        #expect(compileSpan.parentSpanID == request.spanID)
+        #expect(testSpan.parentSpanID == request.spanID)
+        #expect(compileSpan.status == nil)
+        #expect(testSpan.status == SpanStatus(code: .error, message: "1 test failed"))
+        #expect(testSpan.attributes.get("operationkit.workflow") == .string("e2e-workflow"))
+        let dimensions = [("workflow", "e2e-workflow")]
+        #expect(try metrics.expectCounter("operationkit_workflow_tasks_started_total", dimensions).totalValue == 2)
+        #expect(try metrics.expectCounter("operationkit_workflow_tasks_finished_total", dimensions).totalValue == 1)
+        #expect(try metrics.expectCounter("operationkit_workflow_tasks_failed_total", dimensions).totalValue == 1)
+        #expect(try metrics.expectTimer("operationkit_workflow_task_run_duration_seconds", dimensions).values.count == 2)
     }
 
     @Test("metrics: counters, timers and meters of a named queue")
