@@ -1,7 +1,6 @@
 // The three adapters installed on real queues (the library tells the events): spans across the
-// queue hop, metrics and log lines of real operations. Compiled once the queue hooks exist.
+// queue hop, metrics and log lines of real operations.
 
-#if OPERATIONKIT_HOOKS
 import InMemoryLogging
 import InMemoryTracing
 import Logging
@@ -160,4 +159,3 @@ struct EndToEndTests {
         #expect(handler.entries.last?.metadata["duration_ms"] != nil)
     }
 }
-#endif
