@@ -8,6 +8,9 @@
 //
 //     swift run pmake -f Examples/pmake/sample.pmake -j 2
 //     swift run pmake -f FILE --graph             # print the task graph as Mermaid and exit
+//     swift run pmake --trace run.json --why 5     # a Perfetto timeline; what waits, after 5 s
+//
+// While it runs, `kill -USR1 <pid>` prints what each task waits for (the queue's snapshot).
 //
 // Exit status: 0 if every task succeeded, 1 if one failed or was skipped, 2 for a bad task file
 // or bad arguments, 130 when interrupted.
@@ -20,16 +23,21 @@ struct Options {
     var file = "Examples/pmake/sample.pmake"
     var jobs = 2
     var graphOnly = false
+    var trace: String?
+    var why: Duration?
     var targets: [String] = []
 }
 
 func usage() -> Never {
     FileHandle.standardError.write(Data("""
-        usage: pmake [-f FILE] [-j N] [--graph] [TASK...]
-          -f FILE   the task file (default: Examples/pmake/sample.pmake)
-          -j N      run at most N tasks at once (default: 2)
-          --graph   print the task graph as Mermaid and exit
-          TASK      run only these tasks and what they depend on (default: all)
+        usage: pmake [-f FILE] [-j N] [--graph] [--trace OUT.json] [--why SECONDS] [TASK...]
+          -f FILE          the task file (default: Examples/pmake/sample.pmake)
+          -j N             run at most N tasks at once (default: 2)
+          --graph          print the task graph (Mermaid) and exit
+          --trace FILE     write a Chrome trace / Perfetto timeline of the run to FILE
+          --why SECONDS    if the run is not over after SECONDS, print what each task waits for
+          TASK             run only these tasks and what they depend on (default: all)
+        Send SIGUSR1 (kill -USR1 PID) to print what each task waits for at any time.
 
         """.utf8))
     exit(2)
@@ -47,6 +55,12 @@ func parseOptions(_ arguments: [String]) -> Options {
             guard let value = rest.popFirst().flatMap(Int.init), value >= 1 else { usage() }
             options.jobs = value
         case "--graph": options.graphOnly = true
+        case "--trace":
+            guard let file = rest.popFirst() else { usage() }
+            options.trace = file
+        case "--why":
+            guard let seconds = rest.popFirst().flatMap(Double.init), seconds >= 0 else { usage() }
+            options.why = .milliseconds(Int64(seconds * 1000))
         case "-h", "--help": usage()
         default:
             if argument.hasPrefix("-") { usage() }
@@ -74,19 +88,6 @@ func selected(_ specs: [TaskSpec], targets: [String]) -> [TaskSpec] {
     return specs.filter { wanted.contains($0.name) }
 }
 
-func mermaid(of specs: [TaskSpec]) -> String {
-    var lines = ["graph LR"]
-    for spec in specs {
-        lines.append("    \(spec.name.mermaidID)[\"\(spec.name)\"]")
-        for dependency in spec.dependencies { lines.append("    \(dependency.mermaidID) --> \(spec.name.mermaidID)") }
-    }
-    return lines.joined(separator: "\n")
-}
-
-extension String {
-    var mermaidID: String { "t_" + String(unicodeScalars.map { $0.properties.isAlphabetic || ("0"..."9").contains($0) ? Character($0) : "_" }) }
-}
-
 func formatted(_ duration: Duration?) -> String {
     guard let duration else { return "-" }
     let milliseconds = Double(duration.components.seconds) * 1000 + Double(duration.components.attoseconds) / 1e15
@@ -106,12 +107,11 @@ func runPmake(_ options: Options) -> Int32 {
     } catch {
         fail("\(options.file): \(error)")
     }
-    if options.graphOnly {
-        print(mermaid(of: specs))
-        return 0
-    }
 
     let queue = ConcurrentOperationQueue(name: "pmake")
+    // The timeline, if asked for: the recorder is told every event of the queue's operations.
+    let recorder = options.trace.map { _ in TimelineRecorder() }
+    if let recorder { queue.instrument = recorder }
     do { try queue.setMaxConcurrentOperationCount(options.jobs) } catch { fail("\(error)") }
     let tasks = specs.map(ShellTask.init(spec:))
     let byName = Dictionary(uniqueKeysWithValues: tasks.map { ($0.spec.name, $0) })
@@ -125,7 +125,19 @@ func runPmake(_ options: Options) -> Int32 {
         fail("\(options.file): \(error)")
     }
 
-    // Progress: a line per finished task (a live line on a terminal).
+    // --graph: the tasks in a suspended queue, drawn from its snapshot, then cancelled unrun.
+    if options.graphOnly {
+        queue.isSuspended = true
+        do { try queue.addOperations(tasks, waitUntilFinished: false) } catch { fail("\(error)") }
+        print(queue.snapshot().mermaid, terminator: "")
+        queue.cancelAllOperations()
+        queue.isSuspended = false
+        queue.waitUntilAllOperationsAreFinishedBlocking()
+        return 0
+    }
+
+    // A line per finished task, with its output; the queue's aggregate progress as a live line
+    // on a terminal (at most every 100 ms), as a line every second otherwise.
     let interactive = isatty(STDOUT_FILENO) != 0
     let printLock = NSLock()
     let total = tasks.count
@@ -140,17 +152,39 @@ func runPmake(_ options: Options) -> Int32 {
             task.isCancelled
             ? (interrupted.value > 0 || task.errors.isEmpty ? "cancelled" : "skipped")
             : (task.errors.isEmpty ? "done" : "FAILED")
-        var text = interactive ? "\r\u{1B}[K" : ""  // on a terminal, overwrite the progress line
+        var text = interactive ? "\r\u{1B}[K" : ""  // on a terminal, clear the progress line first
         for line in task.output.split(separator: "\n", omittingEmptySubsequences: true) {
             text += "  \(task.spec.name) | \(line)\n"
         }
-        text += "[\(done)/\(total)] \(task.spec.name) \(outcome) (\(formatted(task.duration)))"
-        if interactive {
-            FileHandle.standardOutput.write(Data(text.utf8))  // unbuffered: the line stays until the next
-        } else {
-            print(text)
-        }
+        text += "[\(done)/\(total)] \(task.spec.name) \(outcome) (\(formatted(task.duration)))\n"
+        FileHandle.standardOutput.write(Data(text.utf8))
     })
+    let progress = queue.observeProgress(.coalesced(every: interactive ? .milliseconds(100) : .seconds(1))) { value in
+        printLock.lock()
+        defer { printLock.unlock() }
+        guard value.total > 0 else { return }
+        let line = "progress: \(value.completed)/\(value.total) tasks, \(Int((value.fractionCompleted * 100).rounded()))%"
+        FileHandle.standardOutput.write(Data((interactive ? "\r\u{1B}[K" + line : line + "\n").utf8))
+    }
+
+    // What each task waits for: on SIGUSR1, and once after --why SECONDS if the run is not over.
+    @Sendable func printSnapshot(_ heading: String) {
+        let snapshot = queue.snapshot()
+        printLock.lock()
+        defer { printLock.unlock() }
+        FileHandle.standardOutput.write(Data("\n\(heading)\n\(snapshot)\n".utf8))
+    }
+    signal(SIGUSR1, SIG_IGN)
+    let snapshotRequests = DispatchSource.makeSignalSource(signal: SIGUSR1, queue: .global())
+    snapshotRequests.setEventHandler { printSnapshot("pmake: SIGUSR1, the queue now:") }
+    snapshotRequests.resume()
+    let runOver = ManagedAtomicCounter()
+    if let why = options.why {
+        let seconds = Double(why.components.seconds) + Double(why.components.attoseconds) / 1e18
+        DispatchQueue.global().asyncAfter(deadline: .now() + seconds) {
+            if runOver.value == 0 { printSnapshot("pmake: still running after \(formatted(why)); the queue now:") }
+        }
+    }
 
     // Ctrl-C: cancel everything; running child processes are terminated by their tasks' cancel.
     signal(SIGINT, SIG_IGN)
@@ -158,7 +192,7 @@ func runPmake(_ options: Options) -> Int32 {
     interrupts.setEventHandler {
         if interrupted.increment() == 1 {
             printLock.lock()
-            print("\npmake: interrupted, cancelling")
+            FileHandle.standardOutput.write(Data("\npmake: interrupted, cancelling\n".utf8))
             printLock.unlock()
             queue.cancelAllOperations()
         }
@@ -168,8 +202,20 @@ func runPmake(_ options: Options) -> Int32 {
     let started = ContinuousClock.now
     do { try queue.addOperations(tasks, waitUntilFinished: false) } catch { fail("\(error)") }
     queue.waitUntilAllOperationsAreFinishedBlocking()
+    _ = runOver.increment()
     let elapsed = ContinuousClock.now - started
-    if interactive { print("") }
+    progress.cancel()
+    printLock.lock()
+    if interactive { FileHandle.standardOutput.write(Data("\n".utf8)) }
+    printLock.unlock()
+    if let recorder, let path = options.trace {
+        do {
+            try recorder.write(toFile: path)
+            print("timeline written to \(path) (open it in https://ui.perfetto.dev or chrome://tracing)")
+        } catch {
+            fail("cannot write \(path): \(error)")
+        }
+    }
 
     // Summary.
     print("\nsummary (\(total) tasks, -j \(options.jobs), \(formatted(elapsed))):")
