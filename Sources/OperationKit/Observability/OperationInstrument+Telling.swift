@@ -1,8 +1,6 @@
 // Where the library tells instruments: the `instrument` of a queue, the slot an operation's
 // events go to, and the order of a cancel's event before the finish's.
 
-import Synchronization
-
 #if canImport(Glibc)
 @preconcurrency import Glibc
 #elseif canImport(Musl)
@@ -155,7 +153,7 @@ extension ConcurrentOperationQueue {
 /// Stands in a queue's slot while the queue adopts an instrument and tells it the operations it
 /// holds (see `ConcurrentOperationQueue.adoptInstrument(_:tellHeld:)`): keeps the events told
 /// meanwhile, delivers them in order once released, then passes events straight through.
-final class AdoptionBuffer: OperationInstrument {
+final class AdoptionBuffer: OperationInstrument, @unchecked Sendable {  // `released`, `events`: under `lock`
     enum Held {
         case operation(OperationEvent)
         case task(WorkflowTaskEvent)
@@ -163,7 +161,9 @@ final class AdoptionBuffer: OperationInstrument {
     }
 
     let target: any OperationInstrument
-    private let held = Mutex<(released: Bool, events: [Held])>((false, []))
+    private let lock = Lock()
+    private var released = false
+    private var events: [Held] = []
 
     init(_ target: any OperationInstrument) { self.target = target }
 
@@ -174,9 +174,9 @@ final class AdoptionBuffer: OperationInstrument {
 
     /// Keeps `event` unless released; returns whether it was kept.
     private func hold(_ event: Held) -> Bool {
-        held.withLock { held in
-            if held.released { return false }
-            held.events.append(event)
+        lock.withLock {
+            if released { return false }
+            events.append(event)
             return true
         }
     }
@@ -185,13 +185,13 @@ final class AdoptionBuffer: OperationInstrument {
     /// through: `released` is set only once nothing kept is left undelivered.
     func release() {
         while true {
-            let batch = held.withLock { held -> [Held] in
-                if held.events.isEmpty {
-                    held.released = true
+            let batch = lock.withLock { () -> [Held] in
+                if events.isEmpty {
+                    released = true
                     return []
                 }
-                defer { held.events = [] }
-                return held.events
+                defer { events = [] }
+                return events
             }
             if batch.isEmpty { return }
             for event in batch {

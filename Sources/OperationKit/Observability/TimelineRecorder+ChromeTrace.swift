@@ -54,7 +54,7 @@ extension TimelineRecorder {
     /// - Returns: The JSON text.
     public func chromeTraceJSON() -> String {
         let now = ContinuousClock.now
-        return state.withLock { state in
+        return withState { state in
             var trace = ChromeTrace(state: state, now: now, maxEvents: maxEvents)
             return trace.json()
         }

@@ -1,8 +1,6 @@
 // TimelineRecorder: a built-in instrument that records a run — operations, workflow tasks, state
 // machine transitions — for a Chrome trace / Perfetto timeline (written in +ChromeTrace).
 
-import Synchronization
-
 /// An ``OperationInstrument`` that records what happens — each operation from added to
 /// finished, each run of a workflow task, each state machine transition — and writes it as a
 /// timeline in the Chrome trace event format, which [Perfetto](https://ui.perfetto.dev) and
@@ -25,11 +23,19 @@ import Synchronization
 /// (``droppedEventCount``). It keeps no reference to operations, tasks or queues: names are
 /// copied when first seen. Safe to use from any thread; each event takes the recorder's lock
 /// briefly.
-public final class TimelineRecorder: OperationInstrument {
+public final class TimelineRecorder: OperationInstrument, @unchecked Sendable {  // `recorded` is protected by `lock`
     /// The most events recorded; later ones are dropped (and counted).
     public let maxEvents: Int
 
-    let state: Mutex<State>
+    /// A `pthread` mutex rather than `Synchronization.Mutex`, which the thread sanitizer does
+    /// not understand (see "Not `Synchronization.Mutex`" in Documentation/Architecture.md).
+    private let lock = Lock()
+    private var recorded = State()
+
+    /// Runs `body` on the recorded state, with the lock held (nothing else is called under it).
+    func withState<Result>(_ body: (inout State) -> Result) -> Result {
+        lock.withLock { body(&recorded) }
+    }
 
     /// Creates a recorder.
     ///
@@ -37,13 +43,12 @@ public final class TimelineRecorder: OperationInstrument {
     ///   some 100 MB at most.
     public init(maxEvents: Int = 1_000_000) {
         self.maxEvents = max(1, maxEvents)
-        state = Mutex(State())
     }
 
     /// How many events were recorded.
-    public var recordedEventCount: Int { state.withLock { $0.eventCount } }
+    public var recordedEventCount: Int { withState { $0.eventCount } }
     /// How many events were dropped once ``maxEvents`` was reached.
-    public var droppedEventCount: Int { state.withLock { $0.dropped } }
+    public var droppedEventCount: Int { withState { $0.dropped } }
 
     // MARK: What is kept
 
@@ -140,7 +145,7 @@ public final class TimelineRecorder: OperationInstrument {
     public func record(_ event: OperationEvent) {
         let operation = event.operation
         let id = ObjectIdentifier(operation)
-        let known = state.withLock { $0.live(id) != nil }
+        let known = withState { $0.live(id) != nil }
         // Read outside the lock: names take the operation's and the queue's locks.
         let name = known ? "" : operation.displayName
         let type = known ? "" : "\(Swift.type(of: operation))"
@@ -152,7 +157,7 @@ public final class TimelineRecorder: OperationInstrument {
         var producedID: ObjectIdentifier?
         if case .produced(let produced) = event.kind { producedID = ObjectIdentifier(produced) }
         let maxEvents = maxEvents
-        state.withLock { state in
+        withState { state in
             guard state.admit(maxEvents) else { return }
             let index: Int
             if let existing = state.live(id) {
@@ -204,7 +209,7 @@ public final class TimelineRecorder: OperationInstrument {
         let name = event.task.name
         let error = event.error.map { String(describing: $0) }
         let maxEvents = maxEvents
-        state.withLock { state in
+        withState { state in
             guard state.admit(maxEvents) else { return }
             let workflow: Int
             if let index = state.workflows.firstIndex(of: event.workflowName) {
@@ -229,7 +234,7 @@ public final class TimelineRecorder: OperationInstrument {
     /// Records a state machine's transition as a mark on the machine's lane.
     public func record(_ event: StateMachineEvent) {
         let maxEvents = maxEvents
-        state.withLock { state in
+        withState { state in
             guard state.admit(maxEvents) else { return }
             let machine: Int
             if let index = state.machines.firstIndex(of: event.machineName) {

@@ -1,11 +1,25 @@
 // The fuzz's instrument: installed on the queues of odd seeds, it keeps each operation's events
 // and checks afterwards that they came once each, in lifecycle order, finished last.
 
+import Foundation
 import OperationKit
-import Synchronization
+
+/// A value behind an `NSLock` (the thread sanitizer does not understand `Synchronization.Mutex`).
+final class FuzzLocked<Value>: @unchecked Sendable {  // `value` is protected by `lock`
+    private let lock = NSLock()
+    private var value: Value
+
+    init(_ value: Value) { self.value = value }
+
+    func withLock<Result>(_ body: (inout Value) -> Result) -> Result {
+        lock.lock()
+        defer { lock.unlock() }
+        return body(&value)
+    }
+}
 
 final class FuzzInstrument: OperationInstrument {
-    private let kinds = Mutex<[ObjectIdentifier: [String]]>([:])
+    private let kinds = FuzzLocked<[ObjectIdentifier: [String]]>([:])
 
     func record(_ event: OperationEvent) {
         let kind: String

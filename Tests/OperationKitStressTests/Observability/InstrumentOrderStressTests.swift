@@ -4,12 +4,11 @@
 import Dispatch
 import OperationKit
 import OperationKitTestSupport
-import Synchronization
 import Testing
 
 /// Keeps the kinds told per operation.
 private final class OrderInstrument: OperationInstrument {
-    let kinds = Mutex<[ObjectIdentifier: [String]]>([:])
+    let kinds = FuzzLocked<[ObjectIdentifier: [String]]>([:])
 
     func record(_ event: OperationEvent) {
         let kind: String

@@ -1,15 +1,29 @@
 // Test support for instruments: an instrument that captures every event it is told, with the
 // events of one operation (or task, or machine) as short names to compare.
 
+import Foundation
 import OperationKit
-import Synchronization
 import Testing
+
+/// A value behind an `NSLock` (the thread sanitizer does not understand `Synchronization.Mutex`).
+final class Locked<Value>: @unchecked Sendable {  // `value` is protected by `lock`
+    private let lock = NSLock()
+    private var value: Value
+
+    init(_ value: Value) { self.value = value }
+
+    func withLock<Result>(_ body: (inout Value) -> Result) -> Result {
+        lock.lock()
+        defer { lock.unlock() }
+        return body(&value)
+    }
+}
 
 /// Captures every event, in the order told.
 final class CapturingInstrument: OperationInstrument {
-    private let operationEvents = Mutex<[OperationEvent]>([])
-    private let taskEvents = Mutex<[WorkflowTaskEvent]>([])
-    private let machineEvents = Mutex<[StateMachineEvent]>([])
+    private let operationEvents = Locked<[OperationEvent]>([])
+    private let taskEvents = Locked<[WorkflowTaskEvent]>([])
+    private let machineEvents = Locked<[StateMachineEvent]>([])
     /// Runs around `execute()` when set (see `OperationInstrument.run`).
     let wrap: (@Sendable (ConcurrentOperation, () -> Void) -> Void)?
     /// Called after each workflow task event was captured.
