@@ -106,4 +106,7 @@ extension Workflow {
         }
         previous?.stop()
     }
+
+    /// Whether a stall watchdog is on.
+    public var isStallWatchdogOn: Bool { lock.withLock { _stallWatchdog != nil } }
 }

@@ -100,7 +100,9 @@ struct StallWatchdogTests {
             return
         }
         #expect(tasks.map(\.name) == ["stuck"])
+        #expect(workflow.isStallWatchdogOn)
         workflow.stopStallWatchdog()
+        #expect(!workflow.isStallWatchdogOn)
         held.run()?.finish(with: nil)
         #expect(await drained(workflow.queue))
     }

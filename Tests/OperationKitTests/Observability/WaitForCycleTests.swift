@@ -74,6 +74,40 @@ struct WaitForCycleTests {
         #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
     }
 
+    @Test("two groups holding categories their children want the other way round: a cycle through categories")
+    func crossedCategories() async throws {
+        let first = uniqueExclusivityCategory("cycle-a"), second = uniqueExclusivityCategory("cycle-b")
+        let queue = ConcurrentOperationQueue(name: "snapshot.crossed")
+        let childOfA = ClosureProcedure<Void>(name: "a's child") {}
+        try childOfA.addCondition(MutuallyExclusive(category: second))
+        let childOfB = ClosureProcedure<Void>(name: "b's child") {}
+        try childOfB.addCondition(MutuallyExclusive(category: first))
+        let groupA = try GroupOperation(name: "group a", operations: [childOfA])
+        try groupA.addCondition(MutuallyExclusive(category: first))
+        let groupB = try GroupOperation(name: "group b", operations: [childOfB])
+        try groupB.addCondition(MutuallyExclusive(category: second))
+        // Both groups take their category before either child asks for the other's.
+        groupA.isSuspended = true
+        groupB.isSuspended = true
+        try queue.addOperations([groupA, groupB], waitUntilFinished: false)
+        try await untilTrue {
+            let snapshot = queue.snapshot()
+            return snapshot.operation(named: "group a")?.state == .executing
+                && snapshot.operation(named: "group b")?.state == .executing
+        }
+        groupA.isSuspended = false
+        groupB.isSuspended = false
+
+        try await untilTrue { !queue.snapshot().waitForCycles.isEmpty }
+        let cycle = try #require(queue.snapshot().waitForCycles.first)
+        #expect(cycle.steps.map(\.operation.name) == ["group a", "a's child", "group b", "b's child"])
+        #expect(cycle.steps.map(\.reason) == [.child, .exclusiveCategory(second), .child, .exclusiveCategory(first)])
+
+        childOfA.cancel()  // a waiting procedure cancelled withdraws its request: the groups finish
+        childOfB.cancel()
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
+    }
+
     @Test("the renders name every operation, its state, and mark the blocking edges")
     func renders() throws {
         let queue = ConcurrentOperationQueue(name: "snapshot.render")
