@@ -8,8 +8,9 @@ import Synchronization
 /// OperationKit. The library depends on nothing; adapters for swift-log, swift-metrics and
 /// swift-distributed-tracing live in the repository's `Integrations/` package.
 ///
-/// An instrument is installed per queue (its `instrument` property), per workflow
-/// (`instrument`) and per state machine, each of which starts with
+/// An instrument is installed per queue (``ConcurrentOperationQueue/instrument``), per workflow
+/// (``Workflow/instrument``) and per state machine (``StateMachine/instrument``), each of which
+/// starts with
 /// ``OperationInstrumentation/default`` (`nil` unless set). With none installed, an event costs
 /// one atomic load. Events are recorded on the thread where they happen, with no OperationKit
 /// lock held; events of different operations may arrive at the same time from different threads,
