@@ -42,6 +42,12 @@ public struct OperationProgress: Sendable, Hashable, CustomStringConvertible {
     /// Nothing counted yet: `0/0`, not finished.
     public static let empty = OperationProgress(completed: 0, total: 0)
 
+    /// The largest progress weight an operation or a task can have (2^32); a larger one set is
+    /// clamped to it, a negative one to 0.
+    public static let maximumWeight: Int64 = 1 << 32
+
+    static func clampedWeight(_ weight: Int64) -> Int64 { min(max(weight, 0), maximumWeight) }
+
     /// For example `3/10 (30%)`, with `finished` once complete.
     public var description: String {
         let percent = Int((fractionCompleted * 100).rounded(.down))

@@ -12,8 +12,9 @@
 struct ProgressAggregate {
     struct Member {
         var weight: Int64
-        /// `weight × fraction` reported while running; the weight once cancelled.
-        var contribution: Double
+        /// `weight × fraction` reported while running, the weight once cancelled; in fixed point
+        /// (`ProgressAggregate.unit` per unit of weight).
+        var contribution: Int64
         /// Cancelled: complete, whatever it reports until it finishes.
         var cancelled = false
     }
@@ -26,10 +27,15 @@ struct ProgressAggregate {
     private(set) var completedWeight: Int64 = 0
     /// How many operations were counted.
     private(set) var countedOperations = 0
-    /// The sum of the members' contributions, and how many have a nonzero one (at 0 the sum is
-    /// reset, so that rounding does not pile up).
-    private var partialSum: Double = 0
-    private var partialMembers = 0
+    /// The sum of the members' contributions. In fixed point, so that a sum kept up to date by
+    /// adding each change stays exact however many reports come (a `Double` sum drifted:
+    /// 0.7500000000000002 after 2,000 reports).
+    private var partialSum: Int64 = 0
+    /// Fixed-point units per unit of weight (2^20: binary fractions such as 0.75 stay exact,
+    /// others round to 1e-6 of a weight; a member of the largest weight, 2^32, contributes at
+    /// most 2^52). The sum wraps rather than trap: kept up to date by differences, it is exact
+    /// whenever the true sum fits.
+    static let unit: Int64 = 1 << 20
     /// A total set by the user, in place of the weights' sum.
     var totalUnitCount: Int64?
 
@@ -54,7 +60,8 @@ struct ProgressAggregate {
     mutating func update(_ id: ObjectIdentifier, fraction: Double) -> Bool {
         guard var member = members[id] else { return false }
         if member.cancelled { return true }
-        let contribution = Double(member.weight) * min(1, max(0, fraction.isNaN ? 0 : fraction))
+        let clamped = min(1, max(0, fraction.isNaN ? 0 : fraction))
+        let contribution = Int64((Double(member.weight) * Double(Self.unit) * clamped).rounded())
         setContribution(of: &member, to: contribution)
         members[id] = member
         return true
@@ -64,7 +71,7 @@ struct ProgressAggregate {
     /// be executing). Returns `false` if `id` is not a member.
     mutating func cancel(_ id: ObjectIdentifier) -> Bool {
         guard var member = members[id] else { return false }
-        setContribution(of: &member, to: Double(member.weight))
+        setContribution(of: &member, to: member.weight * Self.unit)
         member.cancelled = true
         members[id] = member
         return true
@@ -78,11 +85,8 @@ struct ProgressAggregate {
         return true
     }
 
-    private mutating func setContribution(of member: inout Member, to contribution: Double) {
-        if member.contribution != 0 { partialMembers -= 1 }
-        if contribution != 0 { partialMembers += 1 }
-        partialSum += contribution - member.contribution
-        if partialMembers == 0 { partialSum = 0 }
+    private mutating func setContribution(of member: inout Member, to contribution: Int64) {
+        partialSum = partialSum &+ (contribution &- member.contribution)
         member.contribution = contribution
     }
 
@@ -91,7 +95,7 @@ struct ProgressAggregate {
     /// the completed units reached it).
     var progress: OperationProgress {
         let total = totalUnitCount ?? totalWeight
-        let fraction = total > 0 ? (Double(completedWeight) + partialSum) / Double(total) : 0
+        let fraction = total > 0 ? (Double(completedWeight) + Double(partialSum) / Double(Self.unit)) / Double(total) : 0
         let finished = countedOperations > 0 && members.isEmpty && completedWeight >= total
         return OperationProgress(
             completed: completedWeight, total: total, fractionCompleted: finished ? 1 : fraction, isFinished: finished)

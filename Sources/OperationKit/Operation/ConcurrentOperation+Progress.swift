@@ -65,12 +65,13 @@ extension ConcurrentOperation {
     /// The operation's weight in the progress of the queue, group or workflow it is added to:
     /// how many units it counts for there (1 by default; 0 leaves it out). Set it before adding
     /// the operation: the queue reads it when the operation is added. Readable and writable from
-    /// any thread.
+    /// any thread. A weight outside 0 to ``OperationProgress/maximumWeight`` is clamped to that
+    /// range (a negative weight counts as 0): a weight is no reason to stop the work.
     public var progressWeight: Int64 {
         get { ReportedProgressTable.entry(for: self)?.weight ?? 1 }
         set {
-            precondition(newValue >= 0, "progressWeight must not be negative, not \(newValue)")
-            ReportedProgressTable.update(self) { $0.weight = newValue }
+            let weight = OperationProgress.clampedWeight(newValue)
+            ReportedProgressTable.update(self) { $0.weight = weight }
         }
     }
 

@@ -139,13 +139,14 @@ extension WorkflowTask {
     }
 
     /// The task's weight in its workflow's ``Workflow/progress``: how many units it counts for
-    /// (1 by default; 0 leaves it out). Readable and writable from any thread, at any time.
+    /// (1 by default; 0 leaves it out). Readable and writable from any thread, at any time. A
+    /// weight outside 0 to ``OperationProgress/maximumWeight`` is clamped to that range.
     public var progressWeight: Int64 {
         get { withTaskLock { _progress.weight } }
         set {
-            precondition(newValue >= 0, "progressWeight must not be negative, not \(newValue)")
+            let weight = OperationProgress.clampedWeight(newValue)
             let attached = withTaskLock { () -> Workflow? in
-                _progress.weight = newValue
+                _progress.weight = weight
                 return self.workflow
             }
             attached?.progressChanged()

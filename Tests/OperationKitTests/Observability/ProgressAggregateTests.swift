@@ -95,4 +95,40 @@ struct ProgressAggregateTests {
         #expect(aggregate.progress.fractionCompleted == 0)
         #expect(OperationProgress(completed: 3, total: 10).description == "3/10 (30%)")
     }
+
+    @Test("many reports leave no rounding behind: the fraction is that of the last reports (QueueProgressTests saw 0.7500000000000002)")
+    func noDriftAfterManyReports() {
+        var aggregate = ProgressAggregate()
+        _ = aggregate.add(a, weight: 1, fraction: 0)
+        _ = aggregate.add(b, weight: 3, fraction: 0)
+        _ = aggregate.update(b, fraction: 0.5)
+        for index in 1...2_000 { _ = aggregate.update(a, fraction: Double(index % 997) / 997) }
+        _ = aggregate.update(a, fraction: 0.75)
+        // (1 × 0.75 + 3 × 0.5) / 4, exactly.
+        #expect(aggregate.progress.fractionCompleted == 0.5625)
+    }
+}
+
+@Suite("Observability: progress weights out of range")
+struct ProgressWeightRangeTests {
+    @Test("a negative or huge progress weight is clamped, not a crash")
+    func clamped() {
+        let operation = ClosureOperation {}
+        operation.progressWeight = -5
+        #expect(operation.progressWeight == 0)
+        operation.progressWeight = .max
+        #expect(operation.progressWeight == OperationProgress.maximumWeight)
+        let task = ClosureTask(name: "weighted") { _ in }
+        task.progressWeight = -1
+        #expect(task.progressWeight == 0)
+        task.progressWeight = .max
+        #expect(task.progressWeight == OperationProgress.maximumWeight)
+    }
+
+    @Test("the largest weight, running at a fraction, adds up without overflow")
+    func largestWeight() {
+        var aggregate = ProgressAggregate()
+        _ = aggregate.add(ObjectIdentifier(ProgressWeightRangeTests.self), weight: OperationProgress.maximumWeight, fraction: 0.5)
+        #expect(aggregate.progress.fractionCompleted == 0.5)
+    }
 }
