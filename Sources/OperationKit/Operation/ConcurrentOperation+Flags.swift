@@ -33,23 +33,20 @@ enum SlotHandoff {
 /// `skippedExecution` is set under the operation's lock in a start step that finishes without
 /// executing (a cancelled operation), so that its streams do not report `started`.
 enum LifeFlags {
-    static let finished: UInt16 = 1
-    static let hasDependents: UInt16 = 2
-    static let hasWaiters: UInt16 = 4
-    static let hasEventStreams: UInt16 = 8
-    static let skippedExecution: UInt16 = 16
+    static let finished: UInt8 = 1
+    static let hasDependents: UInt8 = 2
+    static let hasWaiters: UInt8 = 4
+    static let hasEventStreams: UInt8 = 8
+    static let skippedExecution: UInt8 = 16
     /// Set with `finished` by a procedure, cleared when its did-finish observers have returned
     /// (see `ConcurrentOperation.FinishTail`): meanwhile a new waiter still waits.
-    static let tailPending: UInt16 = 32
+    static let tailPending: UInt8 = 32
     /// A thread tells (or told) the operation's instrument that it was cancelled: the canceller,
     /// or the finish if it comes first. Set only when an instrument is installed.
-    static let cancelTellClaimed: UInt16 = 64
+    static let cancelTellClaimed: UInt8 = 64
     /// The cancel was told (by the canceller that claimed it): the finish, told after it, waits
     /// for this when the canceller is still telling (see `ConcurrentOperation.tellFinished`).
-    static let cancelTold: UInt16 = 128
-    /// The operation has an entry in `ReportedProgressTable` (it reported progress or has a
-    /// progress weight); set under the table's lock, never cleared; its deinit removes the entry.
-    static let hasProgress: UInt16 = 256
+    static let cancelTold: UInt8 = 128
 }
 
 extension ConcurrentOperation {

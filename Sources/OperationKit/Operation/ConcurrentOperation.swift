@@ -135,7 +135,7 @@ open class ConcurrentOperation {
     let slotHandoff = Atomic<UInt8>(SlotHandoff.workerHolds)
     /// `LifeFlags`: whether the operation has finished, whether it ever had dependents, and
     /// whether it may have lifecycle event streams.
-    let lifeFlags = Atomic<UInt16>(0)
+    let lifeFlags = Atomic<UInt8>(0)
 
     // protected by machine.lock (kept with the other one-byte fields to save padding)
     private var _queuePriority: QueuePriority = .normal
@@ -163,7 +163,7 @@ open class ConcurrentOperation {
             LifecycleEventStreams.operationWillDeallocate(ObjectIdentifier(self))
         }
         // Reported progress or a progress weight: its entry leaves that side table.
-        if flags & LifeFlags.hasProgress != 0 {
+        if ReportedProgressTable.hasEntries {
             ReportedProgressTable.operationWillDeallocate(ObjectIdentifier(self))
         }
     }

@@ -13,7 +13,7 @@ struct OperationProgressTests {
         let operation = ClosureOperation(name: "plain") {}
         #expect(operation.progress == OperationProgress(completed: 0, total: 1))
         #expect(operation.progressWeight == 1)
-        #expect(!operation.mayHaveReportedProgress)
+        #expect(!ReportedProgressTable.hasEntry(for: ObjectIdentifier(operation)))
         try operation.start()
         #expect(operation.progress == OperationProgress(completed: 1, total: 1, fractionCompleted: 1, isFinished: true))
         #expect(!ReportedProgressTable.hasEntry(for: ObjectIdentifier(operation)))

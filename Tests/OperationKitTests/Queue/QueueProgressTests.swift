@@ -58,7 +58,7 @@ struct QueueProgressTests {
         let followed = (0..<10).map { index in ClosureOperation(name: "followed\(index)") {} }
         try queue.addOperations(followed, waitUntilFinished: false)
         await queue.waitUntilAllOperationsAreFinished()
-        #expect((operations + followed).allSatisfy { !$0.mayHaveReportedProgress })
+        #expect((operations + followed).allSatisfy { !ReportedProgressTable.hasEntry(for: ObjectIdentifier($0)) })
         #expect(queue.progress.completed == 10)
     }
 
