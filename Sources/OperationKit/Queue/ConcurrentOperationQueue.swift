@@ -74,6 +74,8 @@ public final class ConcurrentOperationQueue {
     weak var owningProcedure: ProcedureOperation?
     /// The stall watchdog, while one is on (see `ConcurrentOperationQueue+Snapshot`). Protected by lock.
     var _stallWatchdog: StallWatchdog?
+    /// The ``clock``. Protected by lock.
+    var _clock: any OperationClock
 
     /// Creates a queue.
     ///
@@ -82,12 +84,15 @@ public final class ConcurrentOperationQueue {
     ///   - qualityOfService: The quality of service of its workers.
     ///   - underlyingQueue: A dispatch queue to run the workers on; by default the global queue of
     ///     `qualityOfService`.
+    ///   - clock: The ``clock`` of its operations' timers; real time by default.
     public init(
         name: String? = nil,
         qualityOfService: DispatchQoS.QoSClass = .default,
-        underlyingQueue: DispatchQueue? = nil
+        underlyingQueue: DispatchQueue? = nil,
+        clock: any OperationClock = SystemOperationClock()
     ) {
         _name = name
+        _clock = clock
         self.qualityOfService = qualityOfService
         self.underlyingQueue = underlyingQueue
         target = underlyingQueue ?? DispatchQueue.global(qos: qualityOfService)
@@ -101,9 +106,10 @@ public final class ConcurrentOperationQueue {
         name: String? = nil,
         maxConcurrentOperationCount: Int,
         qualityOfService: DispatchQoS.QoSClass = .default,
-        underlyingQueue: DispatchQueue? = nil
+        underlyingQueue: DispatchQueue? = nil,
+        clock: any OperationClock = SystemOperationClock()
     ) throws(OperationError) {
-        self.init(name: name, qualityOfService: qualityOfService, underlyingQueue: underlyingQueue)
+        self.init(name: name, qualityOfService: qualityOfService, underlyingQueue: underlyingQueue, clock: clock)
         try setMaxConcurrentOperationCount(maxConcurrentOperationCount)
     }
 
@@ -112,6 +118,12 @@ public final class ConcurrentOperationQueue {
     public static var current: ConcurrentOperationQueue? { CurrentQueue.value }
 
     // MARK: Configuration
+
+    /// The clock that the timers of its operations use when they were given none: a
+    /// ``TimeoutObserver``'s, a delay's, the waits of retries and repeats. Real time
+    /// (``SystemOperationClock``) unless the queue was made with another, such as a test's virtual
+    /// clock.
+    public var clock: any OperationClock { lock.withLock { _clock } }
 
     /// A name for logs and errors.
     public var name: String? {
