@@ -7,7 +7,7 @@ import Testing
 // cancellation to and from the wrapped operation, conditions and observers, misuse.
 
 /// A result procedure that finishes with `value` when the test says so (or at once on cancel).
-final class WrappedResultProcedure: ResultProcedure<String>, @unchecked Sendable {
+private final class WrappedResultProcedure: ResultProcedure<String>, @unchecked Sendable {
     // No mutable state of its own: latches and counters synchronise themselves.
     let executing = Latch()
     let executions = AtomicCounter()
