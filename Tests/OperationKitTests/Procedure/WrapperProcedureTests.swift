@@ -42,6 +42,20 @@ struct AnyProcedureTests {
         #expect(procedures[0].displayName == "AnyProcedure(closure)")
     }
 
+    @Test("AnyProcedures as the children of a group: each wrapped one runs, the group finishes after them")
+    func inAGroup() async throws {
+        let queue = ConcurrentOperationQueue(name: "any-group")
+        let procedures = ["Foo", "Bar", "Baz"].map { word in
+            AnyProcedure(ClosureProcedure<String>(name: word) { word })
+        }
+        let group = try GroupOperation(name: "group", operations: procedures)
+        try queue.addOperation(group)
+        #expect(await group.finishes())
+        #expect(procedures.map { $0.output ?? "nil" } == ["Foo", "Bar", "Baz"])
+        #expect(procedures.allSatisfy { $0.isFinished && $0.procedure.isFinished })
+        #expect(group.errors.isEmpty)
+    }
+
     @Test("the wrapped procedure's errors are the wrapper's; it finishes after the wrapped one")
     func errorsForwarded() async throws {
         let queue = ConcurrentOperationQueue(name: "any-errors")
