@@ -13,7 +13,9 @@
 ///   their conditions produce, go to the group's queue, so the group waits for them too.
 /// - The group's ``ProcedureOperation/errors`` are the error of a ``ProcedureOperation/cancel(with:)``
 ///   of the group, if any, then — if it executed — the errors of its child procedures, in the
-///   order the children finished. A child cancelled without an error adds none.
+///   order the children finished, as ``transformChildErrors`` and
+///   ``child(_:didFinishWithErrors:)`` let them through. A child cancelled without an error adds
+///   none.
 /// - Cancelling the group cancels every child, and every child added later. Cancelled while it
 ///   executes, it finishes once its children have. Cancelled before it executes, it lets its
 ///   cancelled children finish (their completion blocks run) and then finishes without
