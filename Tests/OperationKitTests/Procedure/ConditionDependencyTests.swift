@@ -192,6 +192,22 @@ struct ConditionDependencyTests {
         #expect(recorder.values == ["produced", "own", "evaluate"])
     }
 
+    @Test("the procedure and its condition share a dependency; another procedure's condition waits for the same one")
+    func sharedDependency() async throws {
+        let queue = ConcurrentOperationQueue(name: "shared")
+        let dependency = ClosureProcedure<Void>(name: "dependency") {}
+        let first = ProcedureCountingHooks(name: "first")
+        try first.addDependency(dependency)
+        try first.addCondition(ClosureCondition(name: "one", dependencies: [dependency]) { _ in .satisfied })
+        let second = ProcedureCountingHooks(name: "second")
+        try second.addDependency(first)
+        try second.addCondition(ClosureCondition(name: "two", dependencies: [dependency]) { _ in .satisfied })
+        try queue.addOperations([second, first, dependency], waitUntilFinished: false)
+        #expect(await second.finished.opens())
+        #expect(first.willExecuteCalls.value == 1)
+        #expect(second.willExecuteCalls.value == 1)
+    }
+
     @Test("a condition that lists its own procedure among its dependencies is refused")
     func selfDependency() throws {
         let procedure = ProcedureCountingHooks(name: "p")

@@ -117,6 +117,23 @@ struct GroupChildErrorTests {
         #expect(errorIDs(group.errors) == [1])
     }
 
+    @Test("a hook may add a child: the group waits for it, and it goes through the hook too")
+    func hookAddsChild() async throws {
+        let queue = ConcurrentOperationQueue(name: "hook-adds")
+        let seen = Recorder<String>()
+        let added = AtomicCounter()
+        let group = try GroupOperation(name: "g", operations: [failing("first", 1)])
+        group.transformChildErrors = { [unowned group] child, errors in
+            seen.record(child.displayName)
+            if added.increment() == 1 { try? group.addChild(ClosureProcedure<Void>(name: "second") { throw ProcedureTestError(2) }) }
+            return errors
+        }
+        try queue.addOperation(group)
+        #expect(await group.finishes())
+        #expect(seen.values == ["first", "second"])
+        #expect(errorIDs(group.errors) == [1, 2])
+    }
+
     @Test("a group cancelled before it executes still passes its cancelled children through the hook")
     func cancelledGroup() async throws {
         let queue = ConcurrentOperationQueue(name: "cancelled-group")
