@@ -223,6 +223,8 @@ private struct RenderGraph {
                     blocking.formUnion(references.map(\.id))
                 case .producedDependencies(let references):
                     labelled += references.map { ($0, "produced") }
+                case .conditionDependencies(let condition, let references):
+                    labelled += references.map { ($0, "condition \(condition)") }
                 case .exclusiveCategory(let category, let heldBy, let behind):
                     labelled += heldBy.map { ($0, "holds \(category)") }
                     labelled += behind.map { ($0, "wants \(category) first") }

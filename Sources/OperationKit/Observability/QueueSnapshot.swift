@@ -62,6 +62,9 @@ public struct OperationSnapshot: Sendable, Hashable, Identifiable, CustomStringC
         /// Dependencies produced by its conditions that have not finished; the conditions that
         /// produced them are evaluated after they finish.
         case producedDependencies([OperationReference])
+        /// A condition (named) not evaluated yet because its own dependencies
+        /// (``OperationCondition/dependencies``) have not finished; the unfinished ones.
+        case conditionDependencies(String, [OperationReference])
         /// A ``MutuallyExclusive`` category it asked for: held by `heldBy`, or, if nobody outside
         /// its ancestors holds it, wanted first by the earlier requests `queuedBehind`.
         case exclusiveCategory(String, heldBy: [OperationReference], queuedBehind: [OperationReference])
@@ -94,6 +97,8 @@ public struct OperationSnapshot: Sendable, Hashable, Identifiable, CustomStringC
             case .dependencies(let references): return "dependencies: \(names(references))"
             case .evaluatingCondition(let name): return "condition \(name) evaluating"
             case .producedDependencies(let references): return "produced dependencies: \(names(references))"
+            case .conditionDependencies(let condition, let references):
+                return "condition \(condition) waits for: \(names(references))"
             case .exclusiveCategory(let category, let heldBy, let behind):
                 return heldBy.isEmpty
                     ? "category \(category) queued behind \(names(behind))"
@@ -116,6 +121,8 @@ public struct OperationSnapshot: Sendable, Hashable, Identifiable, CustomStringC
             switch self {
             case .dependencies(let references): .dependencies(references.map(transform))
             case .producedDependencies(let references): .producedDependencies(references.map(transform))
+            case .conditionDependencies(let condition, let references):
+                .conditionDependencies(condition, references.map(transform))
             case .exclusiveCategory(let category, let heldBy, let behind):
                 .exclusiveCategory(category, heldBy: heldBy.map(transform), queuedBehind: behind.map(transform))
             case .concurrencyLimit(let limit, let heldBy): .concurrencyLimit(limit, heldBy: heldBy.map(transform))
@@ -131,6 +138,7 @@ public struct OperationSnapshot: Sendable, Hashable, Identifiable, CustomStringC
             switch self {
             case .dependencies(let references): return references.map { ($0, .dependency) }
             case .producedDependencies(let references): return references.map { ($0, .producedDependency) }
+            case .conditionDependencies(_, let references): return references.map { ($0, .dependency) }
             case .exclusiveCategory(let category, let heldBy, let behind):
                 return (heldBy + behind).map { ($0, .exclusiveCategory(category)) }
             case .concurrencyLimit(_, let heldBy): return heldBy.map { ($0, .concurrencySlot) }

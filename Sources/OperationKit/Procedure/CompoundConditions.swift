@@ -11,7 +11,7 @@
 ///     settings.isOffline ? .satisfied : .failed(Online())
 /// }))
 /// ```
-public struct NegatedCondition: OperationCondition {
+public struct NegatedCondition: OperationCondition, CustomStringConvertible {
     /// The condition whose answer is reversed.
     public let inner: any OperationCondition
 
@@ -24,8 +24,14 @@ public struct NegatedCondition: OperationCondition {
 
     /// `Not<inner>`.
     public var name: String { "Not<\(inner.name)>" }
+    /// The name.
+    public var description: String { name }
     /// The inner condition's categories.
     public var mutuallyExclusiveCategories: Set<String> { inner.mutuallyExclusiveCategories }
+    /// Made of the inner condition's identity (`nil` if it has none).
+    public var identity: ConditionIdentity? { ConditionIdentity.compound("Not", [inner.identity]) }
+    /// The inner condition's own dependencies.
+    public var dependencies: [ConcurrentOperation] { inner.dependencies }
 
     /// The inner condition's dependency.
     ///
@@ -58,7 +64,7 @@ public struct NegatedCondition: OperationCondition {
 
 /// Another condition without its dependency: the inner condition is evaluated, but the operation
 /// it would produce is never made or added. Its mutually exclusive categories still apply.
-public struct SilentCondition: OperationCondition {
+public struct SilentCondition: OperationCondition, CustomStringConvertible {
     /// The condition evaluated without its dependency.
     public let inner: any OperationCondition
 
@@ -71,8 +77,14 @@ public struct SilentCondition: OperationCondition {
 
     /// `Silent<inner>`.
     public var name: String { "Silent<\(inner.name)>" }
+    /// The name.
+    public var description: String { name }
     /// The inner condition's categories.
     public var mutuallyExclusiveCategories: Set<String> { inner.mutuallyExclusiveCategories }
+    /// Made of the inner condition's identity (`nil` if it has none).
+    public var identity: ConditionIdentity? { ConditionIdentity.compound("Silent", [inner.identity]) }
+    /// The inner condition's own dependencies: only the one it would produce is left out.
+    public var dependencies: [ConcurrentOperation] { inner.dependencies }
 
     /// Evaluates the inner condition and answers as it does.
     ///
@@ -90,21 +102,29 @@ public struct SilentCondition: OperationCondition {
 /// is satisfied when all are; otherwise it fails with the error of the first failed part, in the
 /// order given; otherwise (some part ignored, none failed) it is ignored. With no parts it is
 /// ignored. The queue adds the dependencies of every part (but not those of a ``SilentCondition``
-/// part), and the categories of every part apply.
-public struct AllConditions: OperationCondition {
+/// part), the compound waits for every part's own ``OperationCondition/dependencies``, and the
+/// categories of every part apply. A part given twice (the same ``OperationCondition/identity``)
+/// is kept once: evaluated once, its dependency produced once.
+public struct AllConditions: OperationCondition, CustomStringConvertible {
     /// The parts.
     public let conditions: [any OperationCondition]
 
     /// Creates the AND of `conditions`.
     ///
     /// - Parameter conditions: The parts, in order; the first failed part's error is the one
-    ///   reported.
+    ///   reported. A part the same as an earlier one is left out.
     public init(_ conditions: [any OperationCondition]) {
-        self.conditions = conditions
+        self.conditions = ConditionIdentities.removingDuplicates(conditions)
     }
 
     /// `All<part, part, …>`.
     public var name: String { "All<\(conditions.map(\.name).joined(separator: ", "))>" }
+    /// The name.
+    public var description: String { name }
+    /// Made of the parts' identities, in order (`nil` if a part has none).
+    public var identity: ConditionIdentity? { ConditionIdentity.compound("All", conditions.map(\.identity)) }
+    /// The parts' own dependencies, each operation once.
+    public var dependencies: [ConcurrentOperation] { ConditionIdentities.dependencies(of: conditions) }
     /// The union of the parts' categories.
     public var mutuallyExclusiveCategories: Set<String> {
         conditions.reduce(into: []) { $0.formUnion($1.mutuallyExclusiveCategories) }
@@ -130,22 +150,30 @@ public struct AllConditions: OperationCondition {
 /// The parts are evaluated together, and the compound answers once every part has answered: it
 /// is satisfied when any part is; otherwise it fails with the error of the first failed part, in
 /// the order given; otherwise (all ignored) it is ignored. With no parts it is ignored. The queue
-/// adds the dependencies of every part (but not those of a ``SilentCondition`` part), and the
-/// categories of every part apply, whichever part was satisfied.
-public struct AnyCondition: OperationCondition {
+/// adds the dependencies of every part (but not those of a ``SilentCondition`` part), the compound
+/// waits for every part's own ``OperationCondition/dependencies``, and the categories of every
+/// part apply, whichever part was satisfied. A part given twice (the same
+/// ``OperationCondition/identity``) is kept once: evaluated once, its dependency produced once.
+public struct AnyCondition: OperationCondition, CustomStringConvertible {
     /// The parts.
     public let conditions: [any OperationCondition]
 
     /// Creates the OR of `conditions`.
     ///
     /// - Parameter conditions: The parts, in order; when none is satisfied, the first failed
-    ///   part's error is the one reported.
+    ///   part's error is the one reported. A part the same as an earlier one is left out.
     public init(_ conditions: [any OperationCondition]) {
-        self.conditions = conditions
+        self.conditions = ConditionIdentities.removingDuplicates(conditions)
     }
 
     /// `Any<part, part, …>`.
     public var name: String { "Any<\(conditions.map(\.name).joined(separator: ", "))>" }
+    /// The name.
+    public var description: String { name }
+    /// Made of the parts' identities, in order (`nil` if a part has none).
+    public var identity: ConditionIdentity? { ConditionIdentity.compound("Any", conditions.map(\.identity)) }
+    /// The parts' own dependencies, each operation once.
+    public var dependencies: [ConcurrentOperation] { ConditionIdentities.dependencies(of: conditions) }
     /// The union of the parts' categories.
     public var mutuallyExclusiveCategories: Set<String> {
         conditions.reduce(into: []) { $0.formUnion($1.mutuallyExclusiveCategories) }

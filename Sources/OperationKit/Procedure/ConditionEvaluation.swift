@@ -20,6 +20,9 @@ final class ConditionExtras: @unchecked Sendable {
     var produced: [ConcurrentOperation] = []
     /// What the dependencies produced before a worker took the procedure wait for.
     var takenSignal: ProcedureTakenSignal?
+    /// The identities of the conditions after the first (the first's is in `FirstCondition`): a
+    /// condition with one of these is not added again.
+    var identities: Set<ConditionIdentity> = []
 }
 
 /// An operation in no queue that finishes when a worker has taken its procedure to evaluate the
@@ -82,6 +85,9 @@ extension ProcedureOperation {
 /// Whether a condition that may produce dependencies may be evaluated: closed until they were
 /// made and have all finished. Every field is protected by the owning procedure's `machine.lock`.
 final class ConditionGate: @unchecked Sendable {
+    /// The condition's own dependencies (``OperationCondition/dependencies``), waited for but
+    /// neither added to a queue nor cancelled. Immutable.
+    let waitsFor: [ConcurrentOperation]
     /// Whether someone has begun to make the dependencies (they are made once).
     private(set) var isMade = false
     /// Produced dependencies not finished yet, plus one while they are being made.
@@ -89,6 +95,10 @@ final class ConditionGate: @unchecked Sendable {
 
     /// Open: made, and every produced dependency finished.
     var isOpen: Bool { isMade && remaining == 0 }
+
+    init(waitsFor: [ConcurrentOperation]) {
+        self.waitsFor = waitsFor
+    }
 
     /// The caller makes the dependencies, then calls `ProcedureOperation.finishMaking`.
     func beginMaking() {
@@ -138,6 +148,16 @@ final class ConditionEvaluation: @unchecked Sendable {
             }
         }
         return (evaluating, gated)
+    }
+
+    /// For snapshots: the conditions not started because their gate is closed, with the
+    /// unfinished-or-not own dependencies they wait for (those with none are left out).
+    var gatedOwnDependencies: [(condition: any OperationCondition, waitsFor: [ConcurrentOperation])] {
+        guard decision == nil, !gates.isEmpty else { return [] }
+        return progress.indices.compactMap { index in
+            guard progress[index] == 0, let gate = gates[index], !gate.isOpen, !gate.waitsFor.isEmpty else { return nil }
+            return (conditions[index], gate.waitsFor)
+        }
     }
 
     /// Whether a gate opening should resume it: nobody drives it and it is not decided.
@@ -196,17 +216,31 @@ enum FirstCondition {
 
     final class Box: Sendable {
         let condition: any OperationCondition
-        init(_ condition: any OperationCondition) { self.condition = condition }
+        /// Its identity, asked before the procedure's lock was taken.
+        let identity: ConditionIdentity?
+        init(_ condition: any OperationCondition, identity: ConditionIdentity?) {
+            self.condition = condition
+            self.identity = identity
+        }
     }
 
-    init(_ condition: any OperationCondition) {
-        self = Self.slot(for: condition)
+    init(_ condition: any OperationCondition, identity: ConditionIdentity?) {
+        self = Self.slot(for: condition, identity: identity)
     }
 
     /// (Opened: a type comparison, cheaper than a dynamic cast, on the path of every procedure.)
-    private static func slot<Condition: OperationCondition>(for condition: Condition) -> FirstCondition {
-        guard Condition.self == ClosureCondition.self else { return .boxed(Box(condition)) }
+    private static func slot<Condition: OperationCondition>(for condition: Condition, identity: ConditionIdentity?) -> FirstCondition {
+        guard Condition.self == ClosureCondition.self else { return .boxed(Box(condition, identity: identity)) }
         return .closure(unsafeBitCast(condition, to: ClosureCondition.self))
+    }
+
+    /// The condition's identity (no user code: a closure condition's is its storage's).
+    var identity: ConditionIdentity? {
+        switch self {
+        case .none: nil
+        case .closure(let closure): closure.identity
+        case .boxed(let box): box.identity
+        }
     }
 
     var condition: any OperationCondition {

@@ -13,7 +13,9 @@
 ///   their conditions produce, go to the group's queue, so the group waits for them too.
 /// - The group's ``ProcedureOperation/errors`` are the error of a ``ProcedureOperation/cancel(with:)``
 ///   of the group, if any, then — if it executed — the errors of its child procedures, in the
-///   order the children finished. A child cancelled without an error adds none.
+///   order the children finished, as ``transformChildErrors`` and
+///   ``child(_:didFinishWithErrors:)`` let them through. A child cancelled without an error adds
+///   none.
 /// - Cancelling the group cancels every child, and every child added later. Cancelled while it
 ///   executes, it finishes once its children have. Cancelled before it executes, it lets its
 ///   cancelled children finish (their completion blocks run) and then finishes without
@@ -51,6 +53,8 @@ open class GroupOperation: ProcedureOperation, @unchecked Sendable {
     private var cancelsRunning = 0
     // protected by childLock: a check for "all children finished" that waits for those adds
     private var recheckAfterAdds: (@Sendable () -> Void)?
+    // protected by childLock: see `transformChildErrors`
+    private var childErrorTransform: (@Sendable (ConcurrentOperation, [any Error]) -> [any Error])?
 
     /// Creates a group with `operations` as its first children.
     ///
@@ -182,9 +186,40 @@ open class GroupOperation: ProcedureOperation, @unchecked Sendable {
     /// The errors of the child procedures that have finished so far, in the order they finished.
     public var childErrorsSoFar: [any Error] { childLock.withLock { childErrors } }
 
+    /// A closure that sees each child's errors before the group collects them, and returns the
+    /// errors the group collects instead (`[]`: none). For groups not subclassed; a subclass
+    /// overrides ``child(_:didFinishWithErrors:)``, which is called after this closure with what
+    /// it returned. `nil` by default (the errors are collected as they are).
+    ///
+    /// Called once per child — every operation the group's queue runs: children added, operations
+    /// they produced, cancelled children, nested groups (with their own collected errors) — with
+    /// no lock held, on the thread that finished the child, after the child has finished and
+    /// before the group counts it as gone: the group does not finish before it returns. A child
+    /// that is not a ``ProcedureOperation`` has no errors (`[]`). Set it before the children
+    /// finish: a child finishing while it is set sees the old or the new one.
+    public var transformChildErrors: (@Sendable (ConcurrentOperation, [any Error]) -> [any Error])? {
+        get { childLock.withLock { childErrorTransform } }
+        set { childLock.withLock { childErrorTransform = newValue } }
+    }
+
+    /// Decides which of a child's errors the group collects (ProcedureKit's
+    /// `child(_:willFinishWithError:)`); by default all of them. Override it to inspect, replace
+    /// or ignore (return `[]`) a child's errors; called as ``transformChildErrors`` (once per
+    /// child, no lock held, on the thread that finished the child, before the group collects and
+    /// before it may finish), with the errors that closure returned. No need to call `super`.
+    ///
+    /// - Parameters:
+    ///   - child: The child, finished.
+    ///   - errors: Its errors (after ``transformChildErrors``), `[]` for a plain operation.
+    /// - Returns: The errors the group collects for this child, in its ``ProcedureOperation/errors``.
+    open func child(_ child: ConcurrentOperation, didFinishWithErrors errors: [any Error]) -> [any Error] {
+        errors
+    }
+
     private func childDidFinish(_ child: ConcurrentOperation) {
-        guard let procedure = child as? ProcedureOperation else { return }
-        let errors = procedure.errors
+        var errors = (child as? ProcedureOperation)?.errors ?? []
+        if let transform = childLock.withLock({ childErrorTransform }) { errors = transform(child, errors) }
+        errors = self.child(child, didFinishWithErrors: errors)
         if !errors.isEmpty { childLock.withLock { childErrors.append(contentsOf: errors) } }
     }
 

@@ -73,6 +73,21 @@ public protocol OperationCondition: Sendable {
     ///   - completion: Call it exactly once, now or later, from any thread, with the answer; later
     ///     calls are ignored. A procedure cancelled meanwhile no longer waits for it.
     func evaluate(for procedure: ProcedureOperation, completion: @escaping @Sendable (ConditionResult) -> Void)
+    /// What makes this condition the same as another, or `nil` (the default for a value type):
+    /// then it is the same as no other. A class's default is its object identity
+    /// (``ConditionIdentity/init(_:)``). A condition given twice to one procedure, or among the
+    /// parts of one ``AllConditions`` / ``AnyCondition``, is kept once: evaluated once, its
+    /// dependency produced once. Asked once, without any lock held, when the condition is added.
+    var identity: ConditionIdentity? { get }
+    /// Operations that must finish before the condition is evaluated, besides the one it
+    /// produces (``dependency(for:)``); by default none.
+    ///
+    /// They gate this condition only — the procedure's other conditions may decide first — and
+    /// are not added to any queue by the condition (add them yourself; one never started keeps
+    /// the condition waiting). A dependency that failed or was cancelled does not stop the
+    /// evaluation: the condition may look at it. They are not cancelled with the procedure.
+    /// Asked once, without any lock held, when the condition's produced dependency is made.
+    var dependencies: [ConcurrentOperation] { get }
     /// Not for use outside OperationKit: the answer of a condition that decides synchronously,
     /// asked instead of ``evaluate(for:completion:)`` (no completion closure to allocate), or `nil`
     /// to be evaluated with ``evaluate(for:completion:)``. The default returns `nil`.
@@ -91,41 +106,89 @@ extension OperationCondition {
     public func dependency(for procedure: ProcedureOperation) -> ConcurrentOperation? { nil }
     /// `nil`: evaluated with ``evaluate(for:completion:)``.
     public func _evaluateImmediately(for procedure: ProcedureOperation) -> ConditionResult? { nil }
+    /// `nil`: the condition is the same as no other.
+    public var identity: ConditionIdentity? { nil }
+    /// None.
+    public var dependencies: [ConcurrentOperation] { [] }
+    /// Whether the condition makes procedures mutually exclusive (it has categories).
+    public var isMutuallyExclusive: Bool { !mutuallyExclusiveCategories.isEmpty }
+}
+
+extension OperationCondition where Self: AnyObject {
+    /// The object's identity: the same object is the same condition.
+    public var identity: ConditionIdentity? { ConditionIdentity(self) }
 }
 
 /// A condition decided by a closure, synchronously.
+///
+/// Its identity is the value's: a copy of the same `ClosureCondition` given twice is the same
+/// condition (evaluated once); two made separately are different, whatever their names. Its
+/// name, unless given, says where it was made (`ClosureCondition(Upload.swift:12)`).
 ///
 /// ```swift
 /// try upload.addCondition(ClosureCondition(name: "signed in") { _ in
 ///     session.isSignedIn ? .satisfied : .failed(NotSignedIn())
 /// })
 /// ```
-public struct ClosureCondition: OperationCondition {
-    /// The name and the closure, in one object: the condition is one reference, so an
-    /// `any OperationCondition` holds it inline (no box per conversion).
+public struct ClosureCondition: OperationCondition, CustomStringConvertible {
+    /// The name, the dependencies and the closure, in one object: the condition is one
+    /// reference, so an `any OperationCondition` holds it inline (no box per conversion).
     private final class Storage: Sendable {
-        let name: String
+        /// The name given, or `nil`: the default name is made when first asked for.
+        let givenName: String?
+        let fileID: StaticString
+        let line: UInt
+        let dependencies: [ConcurrentOperation]
         let decide: @Sendable (ProcedureOperation) -> ConditionResult
 
-        init(name: String, decide: @escaping @Sendable (ProcedureOperation) -> ConditionResult) {
-            self.name = name
+        init(
+            name: String?, fileID: StaticString, line: UInt, dependencies: [ConcurrentOperation],
+            decide: @escaping @Sendable (ProcedureOperation) -> ConditionResult
+        ) {
+            givenName = name
+            self.fileID = fileID
+            self.line = line
+            self.dependencies = dependencies
             self.decide = decide
+        }
+
+        var name: String {
+            if let givenName { return givenName }
+            let path = "\(fileID)"
+            let file = path.split(separator: "/").last.map(String.init) ?? path
+            return "ClosureCondition(\(file):\(line))"
         }
     }
 
     private let storage: Storage
 
-    /// A name for logs.
+    /// A name for logs, errors and snapshots.
     public var name: String { storage.name }
+    /// The name.
+    public var description: String { storage.name }
+    /// The value's identity (copies share it).
+    public var identity: ConditionIdentity? { ConditionIdentity(storage) }
+    /// The operations that must finish before the closure is asked.
+    public var dependencies: [ConcurrentOperation] { storage.dependencies }
+    /// Whether it waits for dependencies (read without user code).
+    var waitsForDependencies: Bool { !storage.dependencies.isEmpty }
 
     /// Creates a condition that asks `decide`.
     ///
     /// - Parameters:
-    ///   - name: A name for logs.
-    ///   - decide: Called once, on a queue worker, when the condition is evaluated; it receives the
-    ///     procedure and returns the answer.
-    public init(name: String = "ClosureCondition", _ decide: @escaping @Sendable (ProcedureOperation) -> ConditionResult) {
-        storage = Storage(name: name, decide: decide)
+    ///   - name: A name for logs, errors and snapshots; by default `ClosureCondition(file:line)`
+    ///     of the call.
+    ///   - dependencies: Operations that must finish before `decide` is asked (see
+    ///     ``OperationCondition/dependencies``); the condition does not add them to a queue.
+    ///   - fileID: The file of the call, for the default name.
+    ///   - line: The line of the call, for the default name.
+    ///   - decide: Called once, when the condition is evaluated; it receives the procedure and
+    ///     returns the answer.
+    public init(
+        name: String? = nil, dependencies: [ConcurrentOperation] = [], fileID: StaticString = #fileID, line: UInt = #line,
+        _ decide: @escaping @Sendable (ProcedureOperation) -> ConditionResult
+    ) {
+        storage = Storage(name: name, fileID: fileID, line: line, dependencies: dependencies, decide: decide)
     }
 
     /// Calls the closure and answers with what it returns.

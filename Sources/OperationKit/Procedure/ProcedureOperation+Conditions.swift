@@ -32,10 +32,16 @@ extension ProcedureOperation {
     /// A procedure with conditions runs only on a queue: ``ConcurrentOperation/start()`` by hand
     /// throws ``OperationError/Code-swift.struct/requiresQueue``.
     ///
+    /// A condition the same as one added before (the same ``OperationCondition/identity``) is
+    /// not added again: it is evaluated once, its dependency made once, and
+    /// ``conditionCount`` does not change. The condition's own
+    /// ``OperationCondition/dependencies`` are asked here, once.
+    ///
     /// - Parameter condition: The condition to add.
     /// - Throws: ``OperationError/Code-swift.struct/tooLateToAddCondition`` once evaluation has
     ///   begun (or the procedure has started or finished). The condition was then not added, and
-    ///   its dependency not made.
+    ///   its dependency not made. ``OperationError/Code-swift.struct/selfDependency`` if the
+    ///   condition's own dependencies include this procedure (it would wait for itself).
     public func addCondition(_ condition: any OperationCondition) throws(OperationError) {
         try addCondition(condition, first: false)
     }
@@ -43,12 +49,25 @@ extension ProcedureOperation {
     /// Adds a condition; with `first`, before every condition that is not itself `first` (result
     /// injection runs before the conditions that may read the injected value).
     func addCondition(_ condition: any OperationCondition, first: Bool) throws(OperationError) {
+        // Asked without the lock (user code): the identity, and for a condition that may wait
+        // (any but a ClosureCondition without dependencies) its own dependencies.
+        let (identity, gated) = ConditionIdentities.classify(condition)
+        let waitsFor = gated ? condition.dependencies : []
+        if waitsFor.contains(where: { $0 === self }) {
+            throw OperationError(
+                .selfDependency, operations: [displayName],
+                "the condition \(condition.name) lists the procedure among its own dependencies")
+        }
         let (accepted, state, makeNow) = machine.lock.withLock {
             () -> (Bool, ProcedureState, (ConditionGate, ConcurrentOperationQueue)?) in
             guard procedureLifecycle.acceptsConditions && machine.lifecycle.isReady else {
                 return (false, procedureLifecycle.state, nil)
             }
-            let gate = storeConditionLocked(condition, first: first)
+            // The same condition again: kept once.
+            if let identity, conditionTotal > 0, hasConditionLocked(identity) {
+                return (true, procedureLifecycle.state, nil)
+            }
+            let gate = storeConditionLocked(condition, first: first, identity: identity, waitsFor: gated ? waitsFor : nil)
             // Already claimed by a queue: this thread makes the dependency now. (Not claimed yet:
             // the queue's add makes it, or — if this raced past the add's look at the conditions —
             // the worker that takes the procedure does, before evaluating: the closed gate holds
@@ -111,14 +130,22 @@ extension ProcedureOperation {
         conditionTotal == 0 ? [] : [firstCondition.condition] + (conditionExtras?.moreConditions ?? [])
     }
 
+    /// Under `machine.lock`: whether a condition with this identity was added.
+    private func hasConditionLocked(_ identity: ConditionIdentity) -> Bool {
+        firstCondition.identity == identity || (conditionExtras?.identities.contains(identity) ?? false)
+    }
+
     /// Under `machine.lock`: stores a condition — inline if it is the first — before the
-    /// non-`first` ones if `first`. Returns its gate if it may produce a dependency.
-    private func storeConditionLocked(_ condition: any OperationCondition, first: Bool) -> ConditionGate? {
+    /// non-`first` ones if `first`. Returns its gate if it may produce a dependency or waits for
+    /// its own (`waitsFor` not `nil`).
+    private func storeConditionLocked(
+        _ condition: any OperationCondition, first: Bool, identity: ConditionIdentity?, waitsFor: [ConcurrentOperation]?
+    ) -> ConditionGate? {
         defer { conditionTotal += 1 }
         var gate: ConditionGate?
-        if ObjectIdentifier(type(of: condition)) != ObjectIdentifier(ClosureCondition.self) {
+        if let waitsFor {
             conditionsMayProduceDependencies.store(true, ordering: .releasing)
-            gate = ConditionGate()
+            gate = ConditionGate(waitsFor: waitsFor)
             // The gates run parallel to the conditions once there is one.
             if conditionGates.isEmpty { conditionGates = Array(repeating: nil, count: Int(conditionTotal)) }
         }
@@ -126,14 +153,16 @@ extension ProcedureOperation {
         if gate != nil || hasGatesLocked { conditionGates.insert(gate, at: index) }
         if first { extrasLocked.injectionConditionCount += 1 }
         if conditionTotal == 0 {
-            firstCondition = FirstCondition(condition)
+            firstCondition = FirstCondition(condition, identity: identity)
             return gate
         }
         if index == 0 {
             extrasLocked.moreConditions.insert(firstCondition.condition, at: 0)
-            firstCondition = FirstCondition(condition)
+            if let displaced = firstCondition.identity { extrasLocked.identities.insert(displaced) }
+            firstCondition = FirstCondition(condition, identity: identity)
         } else {
             extrasLocked.moreConditions.insert(condition, at: index - 1)
+            if let identity { extrasLocked.identities.insert(identity) }
         }
         return gate
     }
@@ -151,17 +180,18 @@ extension ProcedureOperation {
         return taken
     }
 
-    /// Without the lock, after the gate's `beginMaking()`: counts `produced` on the gate, which
-    /// opens once they have all finished, and remembers them (a cancel cancels them).
+    /// Without the lock, after the gate's `beginMaking()`: counts `produced` and the condition's
+    /// own dependencies on the gate, which opens once they have all finished, and remembers the
+    /// produced ones (a cancel cancels them; not the condition's own).
     func finishMaking(_ gate: ConditionGate, _ produced: [ConcurrentOperation]) {
         let cancelled = machine.lock.withLock { () -> Bool in
-            gate.remaining += produced.count
+            gate.remaining += produced.count + gate.waitsFor.count
             // Finished meanwhile (cancelled): it has let go of its produced dependencies.
             if procedureLifecycle.state == .finished { return true }
             if !produced.isEmpty { rememberProducedLocked(produced) }
             return procedureLifecycle.isCancelled
         }
-        for dependency in produced {
+        for dependency in produced + gate.waitsFor {
             let registered = dependency.machine.lock.withLock {
                 dependency.addWaiter(.callback { [self] in producedDependencyFinished(gate) })
             }

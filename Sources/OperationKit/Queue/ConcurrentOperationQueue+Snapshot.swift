@@ -103,6 +103,10 @@ extension ConcurrentOperationQueue {
                 blockers += facts.evaluatingConditions.map { .evaluatingCondition($0.name) }
                 let produced = facts.producedDependencies.filter { !$0.hasFinished }.map(OperationReference.init)
                 if facts.hasClosedGates && !produced.isEmpty { blockers.append(.producedDependencies(produced)) }
+                for (condition, waitsFor) in facts.conditionsWaiting {
+                    let unfinished = waitsFor.filter { !$0.hasFinished }.map(OperationReference.init)
+                    if !unfinished.isEmpty { blockers.append(.conditionDependencies(condition.name, unfinished)) }
+                }
             case (.ready, _):
                 // (A procedure stays `pending` until a worker takes it: runnable, it is ready.)
                 let pending = !facts.isRunnable
@@ -176,6 +180,8 @@ struct OperationFacts {
     var evaluatingConditions: [any OperationCondition] = []
     var hasClosedGates = false
     var producedDependencies: [ConcurrentOperation] = []
+    /// Conditions behind a closed gate with own dependencies, and those dependencies.
+    var conditionsWaiting: [(condition: any OperationCondition, waitsFor: [ConcurrentOperation])] = []
 
     init(reading operation: ConcurrentOperation) {
         let procedure = operation as? ProcedureOperation
@@ -197,6 +203,7 @@ struct OperationFacts {
                 let (evaluating, gated) = evaluation.waitingIndices
                 evaluatingConditions = evaluating.map { evaluation.conditions[$0] }
                 hasClosedGates = !gated.isEmpty
+                if hasClosedGates { conditionsWaiting = evaluation.gatedOwnDependencies }
             case .none, .oneAnsweredWhileStarting, .decided:
                 hasClosedGates = procedure.conditionGates.contains { $0.map { !$0.isOpen } ?? false }
             }
