@@ -19,9 +19,9 @@ extension ConcurrentOperation {
     /// does.
     ///
     /// - Parameter timeout: The longest wait; must be positive.
-    /// - Throws: ``OperationKit/OperationError`` naming the operation: code
-    ///   ``OperationKit/OperationError/Code-swift.struct/timedOut`` if it has not finished in
-    ///   time, ``OperationKit/OperationError/Code-swift.struct/invalidTimeout`` if `timeout` is
+    /// - Throws: `OperationError` naming the operation: code
+    ///   `OperationError.timedOut` if it has not finished in
+    ///   time, `OperationError.invalidTimeout` if `timeout` is
     ///   zero or negative.
     public func finished(within timeout: Duration) async throws(OperationError) {
         guard timeout > .zero else {
@@ -54,7 +54,7 @@ extension Duration {
 /// await expectFinished(parse, errors: .equal(to: [ParseError.truncated]))
 /// ```
 ///
-/// A plain ``OperationKit/ConcurrentOperation`` (not a procedure) has no errors: it is checked
+/// A plain `ConcurrentOperation` (not a procedure) has no errors: it is checked
 /// as finishing with none.
 public struct ExpectedErrors: Sendable, CustomStringConvertible {
     /// Says what is expected, for the issue recorded when it does not hold.
@@ -92,7 +92,7 @@ public struct ExpectedErrors: Sendable, CustomStringConvertible {
         ExpectedErrors("\(count) error\(count == 1 ? "" : "s")") { $0.count == count }
     }
 
-    /// ``OperationKit/OperationError``s with these codes, in this order, and no other error.
+    /// `OperationError`s with these codes, in this order, and no other error.
     ///
     /// - Parameter codes: The codes, in order.
     /// - Returns: The expectation.
@@ -127,7 +127,7 @@ public struct ExpectedErrors: Sendable, CustomStringConvertible {
 ///
 /// - Parameters:
 ///   - operation: The operation to wait for.
-///   - errors: The errors expected (for a ``OperationKit/ProcedureOperation``); none by default.
+///   - errors: The errors expected (for a `ProcedureOperation`); none by default.
 ///   - timeout: The longest wait.
 ///   - sourceLocation: Where the issue is reported; the caller's line by default.
 /// - Returns: `true` if every expectation held.

@@ -3,7 +3,7 @@
 import OperationKit
 import Testing
 
-/// An ``OperationKit/OperationInstrument`` that records every event it is told, in the order
+/// An `OperationInstrument` that records every event it is told, in the order
 /// told, for tests of what a queue reports.
 ///
 /// ```swift
@@ -17,7 +17,7 @@ import Testing
 ///
 /// The events hold their operation and queue, so an instrument installed on a queue keeps that
 /// queue alive (a cycle) until ``removeAll()`` or until the queue's
-/// ``OperationKit/ConcurrentOperationQueue/instrument`` is set to something else.
+/// `ConcurrentOperationQueue.instrument` is set to something else.
 public final class RecordingInstrument: OperationInstrument {
     private let operationEvents = Locked<[OperationEvent]>([])
     private let taskEvents = Locked<[WorkflowTaskEvent]>([])
@@ -29,7 +29,7 @@ public final class RecordingInstrument: OperationInstrument {
     ///
     /// - Parameters:
     ///   - wrap: Runs around each operation's `execute()` if given (see
-    ///     ``OperationKit/OperationInstrument/run(_:_:)``): it must call the body exactly once.
+    ///     `OperationInstrument.run(_:_:)`): it must call the body exactly once.
     ///   - onTaskEvent: Called with each workflow task event, after it was recorded.
     public init(
         wrap: (@Sendable (ConcurrentOperation, () -> Void) -> Void)? = nil,
@@ -88,7 +88,7 @@ public final class RecordingInstrument: OperationInstrument {
         events.filter { $0.operation === operation }
     }
 
-    /// The kinds of the events of `operation`, as ``OperationKit/OperationEvent/Kind/shortName``s.
+    /// The kinds of the events of `operation`, as `OperationEvent.Kind.shortName`s.
     ///
     /// - Parameter operation: An operation of an instrumented queue.
     /// - Returns: Its events' kinds, in order: `["added", "ready", "started", "finished(succeeded)"]`.

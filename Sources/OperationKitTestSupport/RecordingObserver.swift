@@ -4,7 +4,7 @@ import Foundation
 import OperationKit
 import Testing
 
-/// An ``OperationKit/OperationObserver`` that records every event it is told, in the order told,
+/// An `OperationObserver` that records every event it is told, in the order told,
 /// and checks them: order, exactly-once delivery, lifecycle rules.
 ///
 /// ```swift
@@ -21,21 +21,21 @@ import Testing
 /// events are complete once the procedure's wait has returned (did finish is delivered before
 /// any wait for the procedure returns).
 public final class RecordingObserver: OperationObserver {
-    /// The kinds of event an ``OperationKit/OperationObserver`` is told.
+    /// The kinds of event an `OperationObserver` is told.
     public enum Kind: String, Hashable, Sendable, CaseIterable, CustomStringConvertible {
-        /// ``OperationKit/OperationObserver/didAttach(to:)``.
+        /// `OperationObserver.didAttach(to:)`.
         case didAttach
-        /// ``OperationKit/OperationObserver/willExecute(_:)``.
+        /// `OperationObserver.willExecute(_:)`.
         case willExecute
-        /// ``OperationKit/OperationObserver/didExecute(_:)``.
+        /// `OperationObserver.didExecute(_:)`.
         case didExecute
-        /// ``OperationKit/OperationObserver/didCancel(_:with:)``.
+        /// `OperationObserver.didCancel(_:with:)`.
         case didCancel
-        /// ``OperationKit/OperationObserver/procedure(_:didProduce:)``.
+        /// `OperationObserver.procedure(_:didProduce:)`.
         case didProduce
-        /// ``OperationKit/OperationObserver/willFinish(_:with:)``.
+        /// `OperationObserver.willFinish(_:with:)`.
         case willFinish
-        /// ``OperationKit/OperationObserver/didFinish(_:with:)``.
+        /// `OperationObserver.didFinish(_:with:)`.
         case didFinish
 
         /// The case's name.
@@ -46,7 +46,7 @@ public final class RecordingObserver: OperationObserver {
     public struct Event: Sendable, CustomStringConvertible {
         /// What happened.
         public let kind: Kind
-        /// The procedure's ``OperationKit/ConcurrentOperation/displayName``.
+        /// The procedure's `ConcurrentOperation.displayName`.
         public let procedureName: String
         /// The procedure's identity, to tell apart procedures of the same name.
         public let procedure: ObjectIdentifier

@@ -2,9 +2,9 @@
 // told, with the operation's name and state at that moment.
 import OperationKit
 
-/// A ``OperationKit/ConcurrentOperationQueueDelegate`` that records every call, in the order
+/// A `ConcurrentOperationQueueDelegate` that records every call, in the order
 /// told, as `"event name state"` — for example `"didAdd upload pending"` — where the state is a
-/// procedure's ``OperationKit/ProcedureState``, or for a plain operation `finished` or `-`.
+/// procedure's `ProcedureState`, or for a plain operation `finished` or `-`.
 ///
 /// ```swift
 /// let delegate = RecordingQueueDelegate()
@@ -79,7 +79,7 @@ public final class RecordingQueueDelegate: ConcurrentOperationQueueDelegate {
 
     /// The calls about the operations named `name`, in the order told, as `"event state"`.
     ///
-    /// - Parameter name: An operation's ``OperationKit/ConcurrentOperation/displayName``.
+    /// - Parameter name: An operation's `ConcurrentOperation.displayName`.
     /// - Returns: Its calls.
     public func events(of name: String) -> [String] {
         recorded.withLock { $0 }.filter { $0.name == name }.map { "\($0.event) \($0.state)" }

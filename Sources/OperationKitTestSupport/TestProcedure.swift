@@ -4,7 +4,7 @@ import Dispatch
 import OperationKit
 import Synchronization
 
-/// A ``OperationKit/ResultProcedure`` whose behaviour a test sets up front, and which counts
+/// A `ResultProcedure` whose behaviour a test sets up front, and which counts
 /// what happened to it.
 ///
 /// ```swift
@@ -30,12 +30,12 @@ public final class TestProcedure<Output: Sendable>: ResultProcedure<Output>, @un
         case atOnce
         /// Once the gate is open: `execute()` returns at once and a thread of the test kit's
         /// own waits for the gate, then finishes the procedure. If the gate is still shut after
-        /// the timeout, the procedure finishes with an ``OperationKit/OperationError`` with the
-        /// code ``OperationKit/OperationError/Code-swift.struct/timedOut``, so a forgotten gate
+        /// the timeout, the procedure finishes with an `OperationError` with the
+        /// code `OperationError.timedOut`, so a forgotten gate
         /// fails the test instead of hanging it.
         case whenOpened(Gate, timeout: Duration = .seconds(30))
-        /// Never by itself: the test calls ``OperationKit/ResultProcedure/finish(withValue:)``
-        /// (or another finish), or sets ``OperationKit/ProcedureOperation/finishesWhenCancelled``
+        /// Never by itself: the test calls `ResultProcedure.finish(withValue:)`
+        /// (or another finish), or sets `ProcedureOperation.finishesWhenCancelled`
         /// and cancels it.
         case byTest
     }
@@ -61,7 +61,7 @@ public final class TestProcedure<Output: Sendable>: ResultProcedure<Output>, @un
     ///   - output: The value it finishes with, unless `error` is given.
     ///   - error: The error it finishes with instead of a value; `nil` to succeed.
     ///   - finishing: When it finishes once it executes; inside `execute()` by default.
-    ///   - produces: An operation it produces (``OperationKit/ProcedureOperation/produce(_:)``)
+    ///   - produces: An operation it produces (`ProcedureOperation.produce(_:)`)
     ///     when it executes, before finishing; if producing throws, it finishes with that error.
     public init(
         name: String = "TestProcedure", output: Output, error: (any Error)? = nil,
