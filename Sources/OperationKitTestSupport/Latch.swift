@@ -1,3 +1,5 @@
+// The test kit's synchronisation primitives: a count-down latch, a one-shot gate and a
+// thread-safe recorder, each with bounded waits (blocking, or async without holding a pool thread).
 import Dispatch
 import OperationKit
 import Synchronization
@@ -34,6 +36,17 @@ public final class Latch: Sendable {
         semaphore.signal()  // stay open for later waiters
         return true
     }
+
+    /// Suspends the calling task until the latch opens or `timeout` passes, without blocking a
+    /// thread of Swift's cooperative pool or of Dispatch's global pool (the blocking wait runs
+    /// on a serial dispatch queue of its own, which gets a thread of its own: the queues under
+    /// test keep every pool thread).
+    ///
+    /// - Parameter timeout: The longest wait.
+    /// - Returns: `true` if the latch opened, `false` on timeout.
+    public func opened(within timeout: Duration = .seconds(30)) async -> Bool {
+        await blockingWaitOffThePools { self.wait(timeout: timeout) }
+    }
 }
 
 /// A gate that blocks threads until it is opened once.
@@ -51,9 +64,31 @@ public final class Gate: Sendable {
 
     /// Blocks until the gate opens or `timeout` passes; `false` on timeout.
     public func wait(timeout: Duration = .seconds(30)) -> Bool { latch.wait(timeout: timeout) }
+
+    /// Suspends the calling task until the gate opens or `timeout` passes, as
+    /// ``Latch/opened(within:)`` does.
+    ///
+    /// - Parameter timeout: The longest wait.
+    /// - Returns: `true` if the gate opened, `false` on timeout.
+    public func opened(within timeout: Duration = .seconds(30)) async -> Bool {
+        await latch.opened(within: timeout)
+    }
+}
+
+/// Runs the blocking `wait` on a serial dispatch queue of its own and returns its result to the
+/// suspended task.
+func blockingWaitOffThePools(_ wait: @escaping @Sendable () -> Bool) async -> Bool {
+    await withCheckedContinuation { continuation in
+        DispatchQueue(label: "OperationKitTestSupport.wait").async { continuation.resume(returning: wait()) }
+    }
 }
 
 /// A thread-safe log of values, in the order they were recorded.
+///
+/// ```swift
+/// let order = Recorder<String>()
+/// let first = ClosureOperation { order.record("first") }
+/// ```
 public final class Recorder<Value: Sendable>: @unchecked Sendable {  // `storage` is confined to `queue`
     private let queue = DispatchQueue(label: "OperationKitTestSupport.Recorder")
     private var storage: [Value] = []
@@ -62,6 +97,8 @@ public final class Recorder<Value: Sendable>: @unchecked Sendable {  // `storage
     public init() {}
 
     /// Appends `value`.
+    ///
+    /// - Parameter value: The value to keep.
     public func record(_ value: Value) { queue.sync { storage.append(value) } }
 
     /// The values recorded so far.

@@ -1,6 +1,13 @@
+// A bounded await: runs async work in a task of its own and reports how it ended, or that it
+// had not ended when the time ran out.
 /// Runs `body` in a new task and returns how it ended, or `nil` if it has not ended within
 /// `timeout` (the stuck task is abandoned): a test that awaits through this fails on a leaked
 /// continuation or a hang instead of hanging itself.
+///
+/// - Parameters:
+///   - timeout: The longest wait.
+///   - body: The work to wait for.
+/// - Returns: `.success` with the value, `.failure` with the error thrown, or `nil` on timeout.
 public func outcome<Value: Sendable>(
     within timeout: Duration, of body: @escaping @Sendable () async throws -> Value
 ) async -> Result<Value, any Error>? {

@@ -3,7 +3,7 @@
 import OperationKit
 import Synchronization
 
-/// An ``OperationKit/OperationClock`` whose time stands still until the test moves it.
+/// An `OperationClock` whose time stands still until the test moves it.
 ///
 /// Give it to the types that take a clock (or to a queue, so that its operations use it), then
 /// move time with ``advance(by:)``: each timer whose deadline is passed fires, in deadline order

@@ -321,17 +321,19 @@ final class FuzzRun: @unchecked Sendable {  // fields set up before any operatio
     /// Per barrier: the nodes added to its queue before it.
     var barrierCovers: [(queue: Int, index: Int, nodes: [Int])] = []
     let timeout: Duration = .seconds(30)
-    /// Installed on the queues of odd seeds (FuzzInstrument.swift).
-    let instrument: FuzzInstrument?
+    /// Installed on the queues of odd seeds: the test kit's recording instrument, whose
+    /// lifecycle check says whether each operation's events came once each, in order.
+    let instrument: RecordingInstrument?
 
     init(_ scenario: FuzzScenario) {
         self.scenario = scenario
-        instrument = scenario.seed % 2 == 1 ? FuzzInstrument() : nil
+        instrument = scenario.seed % 2 == 1 ? RecordingInstrument() : nil
     }
 
     func record(_ event: FuzzEvent) { events.record(event) }
 
     func run() -> [String] {
+        defer { instrument?.removeAll() }  // its events hold the queues, which hold it
         for (index, limit) in scenario.limits.enumerated() {
             let queue = try! ConcurrentOperationQueue(name: "fuzz\(scenario.seed).q\(index)", maxConcurrentOperationCount: limit)
             queue.isSuspended = scenario.suspended[index]
@@ -364,7 +366,7 @@ final class FuzzRun: @unchecked Sendable {  // fields set up before any operatio
             violations.append("\(queue.displayName) did not empty")
         }
         check(events.values)
-        if let instrument { violations += instrument.violations(operations) }
+        if let instrument { violations += instrument.lifecycleViolations(of: operations).map { "instrument: " + $0 } }
         return violations
     }
 

@@ -12,8 +12,8 @@ enum InstrumentContext {
 @Suite("Observability: run(_:_:) around execute(), workflow tasks and state machines")
 struct InstrumentRunAndTransitionTests {
     /// An instrument whose `run` binds the operation's name to `InstrumentContext.value`.
-    static func bindingInstrument() -> CapturingInstrument {
-        CapturingInstrument { operation, body in
+    static func bindingInstrument() -> RecordingInstrument {
+        RecordingInstrument { operation, body in
             InstrumentContext.$value.withValue("context of \(operation.name ?? "?")") { body() }
         }
     }
@@ -53,7 +53,7 @@ struct InstrumentRunAndTransitionTests {
         // that made it, after the workflow's lock): wait for the transitions themselves.
         let firstRound = Latch(count: 6)
         let secondRound = Latch(count: 10)
-        let instrument = CapturingInstrument(onTaskEvent: { _ in
+        let instrument = RecordingInstrument(onTaskEvent: { _ in
             firstRound.countDown()
             secondRound.countDown()
         })
@@ -79,7 +79,7 @@ struct InstrumentRunAndTransitionTests {
     @Test("state machine: every transition told after the state changed, with the states as text")
     func stateMachineTransitions() async throws {
         enum Light: Hashable, Sendable { case off, on }
-        let instrument = CapturingInstrument()
+        let instrument = RecordingInstrument()
         let machine = try StateMachine<Light>(name: "light") {
             StateDefinition(.off, allowedTransitions: .on)
             StateDefinition(.on, allowedTransitions: .off)

@@ -8,9 +8,9 @@ import Testing
 @Suite("Observability: operation events told to a queue's instrument")
 struct OperationInstrumentTests {
     /// A queue with its own capturing instrument.
-    static func instrumentedQueue(_ name: String) -> (ConcurrentOperationQueue, CapturingInstrument) {
+    static func instrumentedQueue(_ name: String) -> (ConcurrentOperationQueue, RecordingInstrument) {
         let queue = ConcurrentOperationQueue(name: name)
-        let instrument = CapturingInstrument()
+        let instrument = RecordingInstrument()
         queue.instrument = instrument
         return (queue, instrument)
     }
@@ -23,7 +23,7 @@ struct OperationInstrumentTests {
     func property() {
         let queue = ConcurrentOperationQueue(name: "property")
         #expect((queue.instrument == nil) == (OperationInstrumentation.default == nil))
-        let instrument = CapturingInstrument()
+        let instrument = RecordingInstrument()
         queue.instrument = instrument
         #expect(queue.instrument === instrument)
         queue.instrument = nil

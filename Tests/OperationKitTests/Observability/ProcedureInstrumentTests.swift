@@ -10,7 +10,7 @@ struct ProcedureInstrumentTests {
     typealias Support = OperationInstrumentTests
 
     /// The results of the `conditionsEvaluated` event of `procedure`, as `name=result`.
-    static func conditions(of procedure: ProcedureOperation, in instrument: CapturingInstrument) -> [String] {
+    static func conditions(of procedure: ProcedureOperation, in instrument: RecordingInstrument) -> [String] {
         for event in instrument.events(of: procedure) {
             if case .conditionsEvaluated(let results) = event.kind {
                 return results.map { "\($0.name)=\(Self.describe($0.result))" }

@@ -52,9 +52,10 @@ func waitingOffThePool(_ wait: @escaping @Sendable () -> Bool) async -> Bool {
 }
 
 extension Latch {
-    /// Whether the latch opens within `timeout`.
+    /// Whether the latch opens within `timeout` (the test kit's `opened(within:)`, with this
+    /// target's default timeout).
     func opens(within timeout: Duration = procedureTimeout) async -> Bool {
-        await waitingOffThePool { self.wait(timeout: timeout) }
+        await opened(within: timeout)
     }
 }
 
@@ -152,48 +153,6 @@ final class ProcedureEventLog: Sendable {
 
     /// Whether did-finish is delivered within `timeout`.
     func finishes(within timeout: Duration = procedureTimeout) async -> Bool { await finished.opens(within: timeout) }
-}
-
-/// A queue delegate that records every event with the operation's name and state.
-final class RecordingQueueDelegate: ConcurrentOperationQueueDelegate {
-    private let recorder = Recorder<String>()
-    let didFinishAll: Latch
-
-    init(expectedFinishes: Int = 1) {
-        didFinishAll = Latch(count: expectedFinishes)
-    }
-
-    private func note(_ event: String, _ operation: ConcurrentOperation) {
-        let state = (operation as? ProcedureOperation).map { "\($0.state)" }
-            ?? (operation.isFinished ? "finished" : "-")
-        recorder.record("\(event) \(operation.displayName) \(state)")
-    }
-
-    func operationQueue(_ queue: ConcurrentOperationQueue, willAdd operation: ConcurrentOperation) {
-        note("willAdd", operation)
-    }
-
-    func operationQueue(_ queue: ConcurrentOperationQueue, didAdd operation: ConcurrentOperation) {
-        note("didAdd", operation)
-    }
-
-    func operationQueue(_ queue: ConcurrentOperationQueue, willFinish operation: ConcurrentOperation) {
-        note("willFinish", operation)
-    }
-
-    func operationQueue(_ queue: ConcurrentOperationQueue, didFinish operation: ConcurrentOperation) {
-        note("didFinish", operation)
-        didFinishAll.countDown()
-    }
-
-    var events: [String] { recorder.values }
-    /// The events about the operation called `name`, without the name.
-    func events(of name: String) -> [String] {
-        events.filter { $0.split(separator: " ")[1] == name }.map {
-            let parts = $0.split(separator: " ")
-            return "\(parts[0]) \(parts[2])"
-        }
-    }
 }
 
 // MARK: - Conditions

@@ -43,16 +43,12 @@ func untilTrue(
 
 /// Blocks (off the cooperative pool) until `latch` opens; `false` on timeout.
 func opened(_ latch: Latch, within timeout: Duration = operationTestTimeout) async -> Bool {
-    await withCheckedContinuation { continuation in
-        BlockingWaits.run { continuation.resume(returning: latch.wait(timeout: timeout)) }
-    }
+    await latch.opened(within: timeout)
 }
 
 /// Blocks (off the cooperative pool) until `gate` opens; `false` on timeout.
 func opened(_ gate: Gate, within timeout: Duration = operationTestTimeout) async -> Bool {
-    await withCheckedContinuation { continuation in
-        BlockingWaits.run { continuation.resume(returning: gate.wait(timeout: timeout)) }
-    }
+    await gate.opened(within: timeout)
 }
 
 /// Where blocking test waits run, so that they never hold a thread of Swift's cooperative pool

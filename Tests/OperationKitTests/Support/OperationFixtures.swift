@@ -104,21 +104,7 @@ final class DeallocationProbeOperation: ConcurrentOperation, @unchecked Sendable
 func completes(
     within timeout: Duration = operationTestTimeout, _ body: @escaping @Sendable () async -> Void
 ) async -> Bool {
-    let (results, continuation) = AsyncStream.makeStream(of: Bool.self)
-    let work = Task {
-        await body()
-        continuation.yield(true)
-    }
-    let timer = Task {
-        try? await Task.sleep(for: timeout)
-        continuation.yield(false)
-    }
-    var iterator = results.makeAsyncIterator()
-    let completed = await iterator.next() ?? false
-    timer.cancel()
-    continuation.finish()
-    _ = work
-    return completed
+    await outcome(within: timeout, of: body) != nil
 }
 
 /// A serial dispatch queue tagged so that code can check it runs on it.

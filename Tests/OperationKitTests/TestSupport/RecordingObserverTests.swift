@@ -1,0 +1,83 @@
+// Tests of the test kit's RecordingObserver: what it records for each kind of run, and that
+// each of its checks passes for a good sequence of events and records an issue for a bad one.
+import OperationKit
+import OperationKitTestSupport
+import Testing
+
+@Suite("TestSupport: RecordingObserver")
+struct RecordingObserverTests {
+    @Test("a procedure that executes: every event in order, once, on the executing thread")
+    func executes() async throws {
+        let queue = try ConcurrentOperationQueue(name: "kit-observer-run", maxConcurrentOperationCount: 1)
+        let observer = RecordingObserver()
+        let procedure = TestProcedure(name: "run", output: "done")
+        try procedure.addObserver(observer)
+        try queue.addOperation(procedure)
+        try await procedure.finished(within: .seconds(30))
+        #expect(observer.kinds == [.didAttach, .willExecute, .didExecute, .willFinish, .didFinish])
+        #expect(observer.events.allSatisfy { $0.procedureName == "run" })
+        #expect(observer.expectOrder([.willExecute, .didExecute, .willFinish, .didFinish]))
+        #expect(observer.expectOrder([.didAttach, .didFinish]))
+        #expect(observer.expectExactlyOnce(.didAttach, .willExecute, .didExecute, .willFinish, .didFinish))
+        #expect(observer.expectNever(.didCancel, .didProduce))
+        #expect(observer.expectValidLifecycle(of: procedure))
+        let executing = observer.events.filter { $0.kind != .didAttach }
+        #expect(Set(executing.map(\.thread)).count == 1, "finished inside execute(): one thread delivers the rest")
+        #expect(observer.events.last?.state == .finished)
+        #expect("\(observer.events[1])" == "willExecute(run)")
+        #expect(await observer.finished(within: .seconds(30)))
+    }
+
+    @Test("cancelled before executing; failing; producing; two procedures on one observer")
+    func otherRuns() async throws {
+        let queue = try ConcurrentOperationQueue(name: "kit-observer-runs", maxConcurrentOperationCount: 2)
+        let observer = RecordingObserver(expectedFinishes: 3)
+        let cancelled = TestProcedure(name: "cancelled")
+        let failing = TestProcedure(name: "failing", error: TestError(1))
+        let child = ClosureOperation(name: "child") {}
+        let producing = TestProcedure(name: "producing", produces: child)
+        for procedure in [cancelled, failing, producing] { try procedure.addObserver(observer) }
+        cancelled.cancel(with: TestError(2))
+        try queue.addOperations([cancelled, failing, producing], waitUntilFinished: false)
+        #expect(await observer.finished(within: .seconds(30)))
+        #expect(observer.kinds(of: cancelled) == [.didAttach, .didCancel, .willFinish, .didFinish])
+        #expect(observer.expectNever(.willExecute, .didExecute, of: cancelled))
+        #expect(observer.events(of: cancelled).first { $0.kind == .didCancel }?.errors.count == 1)
+        #expect(observer.events(of: failing).last?.errors.count == 1)
+        #expect(observer.expectOrder([.willExecute, .didProduce, .willFinish], of: producing))
+        #expect(observer.events(of: producing).first { $0.kind == .didProduce }?.producedName == "child")
+        for procedure in [cancelled, failing, producing] { #expect(observer.expectValidLifecycle(of: procedure)) }
+        #expect(observer.kinds.count(where: { $0 == .didFinish }) == 3)
+        await expectFinished(child)
+    }
+
+    @Test("each check records an issue when the events break it")
+    func checksFail() async throws {
+        let queue = try ConcurrentOperationQueue(name: "kit-observer-bad", maxConcurrentOperationCount: 1)
+        let observer = RecordingObserver()
+        let procedure = TestProcedure(name: "bad")
+        try procedure.addObserver(observer)
+        try queue.addOperation(procedure)
+        try await procedure.finished(within: .seconds(30))
+        withKnownIssue { #expect(observer.expectOrder([.didFinish, .willFinish]) == false) }
+        #expect(observer.expectOrder([.willExecute, .didFinish]))
+        withKnownIssue { #expect(observer.expectExactlyOnce(.didCancel) == false) }
+        withKnownIssue { #expect(observer.expectNever(.willExecute, of: procedure) == false) }
+        // Events told by hand, out of the lifecycle's order.
+        let handmade = RecordingObserver()
+        handmade.didFinish(procedure, with: [])
+        handmade.willExecute(procedure)
+        handmade.didFinish(procedure, with: [])
+        let problems = handmade.lifecycleViolations(of: procedure)
+        #expect(problems.contains { $0.hasPrefix("didFinish told 2 times") })
+        #expect(problems.contains { $0.hasPrefix("willFinish told 0 times") })
+        #expect(problems.count == 2)
+        // One rule broken: did finish twice.
+        let twice = RecordingObserver()
+        twice.willFinish(procedure, with: [])
+        twice.didFinish(procedure, with: [])
+        twice.didFinish(procedure, with: [])
+        #expect(twice.lifecycleViolations(of: procedure).count == 1)
+        withKnownIssue { #expect(twice.expectValidLifecycle(of: procedure) == false) }
+    }
+}
