@@ -215,7 +215,7 @@ struct ResultInjectionExtrasTests {
         #expect(errorIDs(consumer.errors) == [8])
     }
 
-    @Test("injectOutcome after the consumer started: tooLateToAddCondition, nothing added")
+    @Test("injectOutcome on a finished consumer: dependentAlreadyFinished, nothing added")
     func injectOutcomeTooLate() async throws {
         let queue = ConcurrentOperationQueue(name: "outcome-late")
         let producer = ClosureProcedure<Int>(name: "producer") { 1 }
@@ -273,21 +273,20 @@ struct ResultInjectionExtrasTests {
 
     @Test("bind: a cancel of the producer while it is pending cancels the consumer before the producer finishes")
     func bindCancelWhilePending() async throws {
-        let queue = ConcurrentOperationQueue(name: "bind-cancel-pending")
-        let gate = Gate()
-        let started = Latch()
-        let blocker = Self.gated("blocker", gate, started: started, .success(0))
+        // The producer's queue is suspended: cancelled, it stays unfinished until the queue resumes.
+        let producerQueue = ConcurrentOperationQueue(name: "bind-producer")
+        producerQueue.isSuspended = true
+        let consumerQueue = ConcurrentOperationQueue(name: "bind-consumer")
         let producer = ClosureProcedure<Int>(name: "producer") { 1 }
-        try blocker.then(producer)
         let consumer = TransformProcedure<Int, Int>(name: "consumer") { $0 }
         try consumer.bind(from: producer)
-        try queue.addOperations([blocker, producer, consumer], waitUntilFinished: false)
-        #expect(await started.opens())
+        try producerQueue.addOperation(producer)
+        try consumerQueue.addOperation(consumer)
         producer.cancel()
         #expect(await consumer.finishes(), "cancelled, it waits for no dependency")
-        #expect(!producer.isFinished, "the producer still waits for the blocker")
+        #expect(!producer.isFinished, "the producer's queue is suspended")
         #expect(errorCodes(consumer.errors) == [.inputUnavailable])
-        gate.open()
+        producerQueue.isSuspended = false
         #expect(await producer.finishes())
     }
 
