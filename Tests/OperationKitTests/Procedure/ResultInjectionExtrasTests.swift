@@ -94,11 +94,12 @@ struct ResultInjectionExtrasTests {
         let throwing = text.map(name: "throwing") { _ -> Int in throw ProcedureTestError(3) }
         let numbers = ClosureProcedure<[Int]>(name: "numbers") { [1, 2, 3, 4] }
         let sum = numbers.reduce(0) { $0 + $1 }
+        let throwingReduce = numbers.reduce(name: "bad", 0) { _, _ in throw ProcedureTestError(11) }
         let emptySum = ClosureProcedure<[Int]>(name: "none") { [] }.reduce(name: "empty", 10) { $0 + $1 }
         #expect(doubled.displayName == "text.map")
         #expect(sum.displayName == "numbers.reduce")
         #expect(doubled.dependencies.first === text)
-        let all: [ConcurrentOperation] = [text, doubled, parsed, notANumber, throwing, numbers, sum] + emptySum.dependencies + [emptySum]
+        let all: [ConcurrentOperation] = [text, doubled, parsed, notANumber, throwing, numbers, sum, throwingReduce] + emptySum.dependencies + [emptySum]
         try queue.addOperations(all, waitUntilFinished: false)
         for operation in all { #expect(await operation.finishes()) }
         #expect(doubled.output == 42)
@@ -108,6 +109,7 @@ struct ResultInjectionExtrasTests {
         #expect(!notANumber.isCancelled, "a nil fails the transform; it does not cancel it")
         #expect(errorIDs(throwing.errors) == [3])
         #expect(sum.output == 10)
+        #expect(errorIDs(throwingReduce.errors) == [11] && throwingReduce.output == nil)
         #expect(emptySum.output == 10)
     }
 
