@@ -128,13 +128,14 @@ extension ResultConsuming {
 }
 
 extension TransformProcedure {
-    /// ``injectInput(from:)`` from a producer whose value is optional: a `nil` value cancels this
-    /// procedure with ``OperationError/Code-swift.struct/inputUnavailable`` (see
+    /// ``injectInput(from:)`` from a producer whose value is optional: the value, unwrapped,
+    /// becomes the input; a `nil` value cancels this procedure with
+    /// ``OperationError/Code-swift.struct/inputUnavailable`` (see
     /// ``ResultConsuming/injectNonNilResult(from:_:)``).
     ///
     /// - Parameter producer: The procedure whose value, unwrapped, becomes the input.
     /// - Throws: What ``ResultConsuming/injectResult(from:_:)`` throws.
-    public func injectInput(from producer: ResultProcedure<Input?>) throws(OperationError) {
+    public func injectNonNilInput(from producer: ResultProcedure<Input?>) throws(OperationError) {
         try injectNonNilResult(from: producer) { consumer, value in consumer.input = value }
     }
 

@@ -155,8 +155,8 @@ struct ResultInjectionExtrasTests {
         let ran = AtomicCounter()
         let fromSome = TransformProcedure<String, String>(name: "from-some") { "\($0), World" }
         let fromNone = TransformProcedure<String, String>(name: "from-none") { ran.increment(); return $0 }
-        try fromSome.injectInput(from: some)
-        try fromNone.injectInput(from: none)
+        try fromSome.injectNonNilInput(from: some)
+        try fromNone.injectNonNilInput(from: none)
         let injected = Recorder<String>()
         let generic = ProcedureCountingHooks(name: "generic")
         try generic.injectNonNilResult(from: some) { consumer, value in injected.record("\(consumer.displayName) \(value)") }
