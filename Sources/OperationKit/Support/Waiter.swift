@@ -8,6 +8,9 @@ enum Waiter: Sendable {
     case callback(@Sendable () -> Void)
     /// A task that may stop waiting when it is cancelled (see ``TaskWaiter``).
     case task(TaskWaiter)
+    /// Callbacks run once the operation has finished, kept findable so that more can join them
+    /// (``ResultProcedure/onValue(_:)`` and ``ResultProcedure/onError(_:)``).
+    case finishCallbacks(FinishCallbacks)
 
     func resume() {
         switch self {
@@ -15,6 +18,7 @@ enum Waiter: Sendable {
         case .continuation(let continuation): continuation.resume()
         case .callback(let callback): callback()
         case .task(let waiter): waiter.resumeFinished()
+        case .finishCallbacks(let callbacks): callbacks.operationDidFinish()
         }
     }
 
