@@ -34,6 +34,16 @@ public final class ConcurrentOperationQueue {
     public let qualityOfService: DispatchQoS.QoSClass
 
     let target: DispatchQueue
+    /// The executor that runs the workers instead of `target`, if any (see
+    /// ConcurrentOperationQueue+Executor.swift). Set by the initialiser, or by `adoptSettings(of:)`
+    /// under `lock` before the queue starts any worker; read without the lock only after
+    /// `reserveWorkers` took the lock.
+    var executor: (any OperationExecutor)?
+    /// Whether the operations added pass this queue's executor or clock on to their own queues:
+    /// it has an executor, or a clock other than the system's. Read without the lock on every add.
+    let settingsToPassOn = Atomic<Bool>(false)
+    /// ``main``'s rule: the limit stays 1. Set by the initialiser only.
+    var isSerialOnly = false
     let lock = Lock()
 
     // protected by `lock`
@@ -96,6 +106,7 @@ public final class ConcurrentOperationQueue {
         self.qualityOfService = qualityOfService
         self.underlyingQueue = underlyingQueue
         target = underlyingQueue ?? DispatchQueue.global(qos: qualityOfService)
+        if !(clock is SystemOperationClock) { settingsToPassOn.store(true, ordering: .relaxed) }
     }
 
     /// Creates a queue that runs at most `maxConcurrentOperationCount` operations at once.
@@ -144,12 +155,17 @@ public final class ConcurrentOperationQueue {
     /// lowering it lets executing operations finish.
     ///
     /// - Throws: ``OperationError/Code-swift.struct/invalidMaxConcurrentOperationCount`` if
-    ///   `count` is below 1; the limit is then unchanged.
+    ///   `count` is below 1, or is not 1 for ``main``; the limit is then unchanged.
     public func setMaxConcurrentOperationCount(_ count: Int) throws(OperationError) {
         guard count >= 1 else {
             throw OperationError(
                 .invalidMaxConcurrentOperationCount, operations: [displayName],
                 "maxConcurrentOperationCount must be at least 1, not \(count)")
+        }
+        if isSerialOnly && count != 1 {
+            throw OperationError(
+                .invalidMaxConcurrentOperationCount, operations: [displayName],
+                "the main queue runs one operation at a time: its maxConcurrentOperationCount stays 1, not \(count)")
         }
         let spawn = lock.withLock {
             _maxConcurrentOperationCount = count
@@ -206,6 +222,7 @@ public final class ConcurrentOperationQueue {
         // Before `insert`: the operation cannot start before did add is told.
         notifyDelegate(didAdd: operation)
         if let instrument = instrumentSlot.current { tellAdded(CollectionOfOne(operation), to: instrument) }
+        if settingsToPassOn.load(ordering: .relaxed) { operation.adoptQueueSettings(of: self) }
         insert(CollectionOfOne((operation, priority)))
         addOperationsAlong(with: operation)
     }
@@ -246,6 +263,9 @@ public final class ConcurrentOperationQueue {
             for (operation, _) in accepted { notifyDelegate(didAdd: operation) }
         }
         if let instrument = instrumentSlot.current { tellAdded(accepted.lazy.map { $0.0 }, to: instrument) }
+        if settingsToPassOn.load(ordering: .relaxed) {
+            for (operation, _) in accepted { operation.adoptQueueSettings(of: self) }
+        }
         insert(accepted)
         for (operation, _) in accepted { addOperationsAlong(with: operation) }
         if waitUntilFinished {
@@ -397,7 +417,8 @@ public final class ConcurrentOperationQueue {
 }
 
 // All mutable state is protected by `lock`; `target`, `underlyingQueue` and `qualityOfService`
-// are immutable.
+// are immutable; `executor` and `isSerialOnly` are written before any worker can read them (see
+// their comments).
 extension ConcurrentOperationQueue: @unchecked Sendable {}
 
 extension ConcurrentOperationQueue: CustomStringConvertible {
