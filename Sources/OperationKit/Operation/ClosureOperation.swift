@@ -99,9 +99,9 @@ public final class ClosureOperation: ConcurrentOperation, @unchecked Sendable {
     /// Runs the closure: the synchronous form finishes when it returns; the asynchronous form
     /// hands the operation to the closure, which finishes it. Runs at most once.
     public override func execute() {
-        let body = self.body
-        self.body = nil
-        switch body {
+        // Moved out rather than copied and cleared: with three cases of different payloads, a
+        // copy and a destroy are outlined calls, a few instructions per operation.
+        switch body.take() {
         case .synchronous(let block):
             block()
             finishAfterStart(asLastStep: true)
