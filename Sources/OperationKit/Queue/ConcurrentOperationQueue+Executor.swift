@@ -63,6 +63,13 @@ extension ConcurrentOperationQueue {
         _maxConcurrentOperationCount = 1
     }
 
+    /// Why ``main`` refuses a limit other than 1.
+    func serialOnlyRefusal(_ count: Int) -> OperationError {
+        OperationError(
+            .invalidMaxConcurrentOperationCount, operations: [displayName],
+            "the main queue runs one operation at a time: its maxConcurrentOperationCount stays 1, not \(count)")
+    }
+
     /// Runs one step of a worker on an executor: one operation (`first`, or the next ready one),
     /// then a new job for the next ready operation, if any, with the slot.
     ///
@@ -93,6 +100,11 @@ extension ConcurrentOperationQueue {
     /// `parent`, the queue its owner was added to — each only if it was given none of its own
     /// (no underlying queue nor executor; the system clock) — and passes them on to the
     /// operations it holds that have queues of their own (a group in a group).
+    ///
+    /// Runs when the owner is added, before the child queue can start a worker (a group's queue
+    /// is suspended until the group executes; a retry's is empty until then). `executor` is
+    /// written under `lock`; `startWorkers` reads it without the lock, but only after
+    /// `reserveWorkers` took the lock, which orders the two.
     func adoptSettings(of parent: ConcurrentOperationQueue) {
         let (parentExecutor, parentClock) = parent.lock.withLock { (parent.executor, parent._clock) }
         let adopted = lock.withLock { () -> Bool in

@@ -34,13 +34,10 @@ public final class ConcurrentOperationQueue {
     public let qualityOfService: DispatchQoS.QoSClass
 
     let target: DispatchQueue
-    /// The executor that runs the workers instead of `target`, if any (see
-    /// ConcurrentOperationQueue+Executor.swift). Set by the initialiser, or by `adoptSettings(of:)`
-    /// under `lock` before the queue starts any worker; read without the lock only after
-    /// `reserveWorkers` took the lock.
+    /// The executor that runs the workers instead of `target`, if any; written before any worker
+    /// starts (see ConcurrentOperationQueue+Executor.swift).
     var executor: (any OperationExecutor)?
-    /// Whether the operations added pass this queue's executor or clock on to their own queues:
-    /// it has an executor, or a clock other than the system's. Read without the lock on every add.
+    /// Whether added operations take this queue's executor or clock for their own queues.
     let settingsToPassOn = Atomic<Bool>(false)
     /// ``main``'s rule: the limit stays 1. Set by the initialiser only.
     var isSerialOnly = false
@@ -162,11 +159,7 @@ public final class ConcurrentOperationQueue {
                 .invalidMaxConcurrentOperationCount, operations: [displayName],
                 "maxConcurrentOperationCount must be at least 1, not \(count)")
         }
-        if isSerialOnly && count != 1 {
-            throw OperationError(
-                .invalidMaxConcurrentOperationCount, operations: [displayName],
-                "the main queue runs one operation at a time: its maxConcurrentOperationCount stays 1, not \(count)")
-        }
+        if isSerialOnly && count != 1 { throw serialOnlyRefusal(count) }
         let spawn = lock.withLock {
             _maxConcurrentOperationCount = count
             return reserveWorkers()
