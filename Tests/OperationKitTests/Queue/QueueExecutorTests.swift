@@ -182,4 +182,19 @@ struct QueueExecutorTests {
         #expect(await queue.empties())
         #expect(ran.value == 10)
     }
+
+    @Test("MainClosureProcedure waits for its dependency, and its will-finish observer runs before it finishes")
+    func mainClosureDependencyAndObserver() async throws {
+        let queue = ConcurrentOperationQueue(name: "main-closure-dependency")
+        let log = Recorder<String>()
+        let dependency = ClosureProcedure<Void> { log.record("dependency") }
+        let procedure = MainClosureProcedure<Void> { log.record("main") }
+        try procedure.addObserver(ClosureObserver(willFinish: { procedure, _ in
+            log.record(procedure.isFinished ? "late" : "will finish")
+        }))
+        try procedure.addDependency(dependency)
+        try queue.addOperations([procedure, dependency], waitUntilFinished: false)
+        #expect(await procedure.finishes())
+        #expect(log.values == ["dependency", "main", "will finish"])
+    }
 }
