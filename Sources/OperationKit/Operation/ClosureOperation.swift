@@ -23,9 +23,13 @@ public final class ClosureOperation: ConcurrentOperation, @unchecked Sendable {
     private enum Body {
         case synchronous(@Sendable () -> Void)
         case asynchronous(@Sendable (ClosureOperation) -> Void)
+        /// The first block and those added by ``addExecutionBlock(_:)``, run in order. An array
+        /// (one word) fits in the closures' payload: a pending operation is no bigger.
+        case several([@Sendable () -> Void])
     }
 
-    // Written in init, then read and cleared by `execute()`, which runs at most once, or — for an
+    // Written in init (and by `addExecutionBlock(_:)` under `machine.lock` before the operation
+    // starts), then read and cleared by `execute()`, which runs at most once, or — for an
     // operation cancelled before it started, whose `execute()` never runs — cleared by
     // `didFinishWithoutExecuting()`; the queue's and the state machine's locks order those accesses.
     private var body: Body?
@@ -51,6 +55,43 @@ public final class ClosureOperation: ConcurrentOperation, @unchecked Sendable {
         super.init(name: name)
     }
 
+    /// Adds a block that runs with the operation's first one, as Foundation's
+    /// `BlockOperation.addExecutionBlock(_:)`; the operation finishes once every block has returned.
+    ///
+    /// The blocks run one after another, in the order they were added, on the thread that executes
+    /// the operation (Foundation's may run at once on several threads): a block may rely on the
+    /// ones before it having returned. Only for an operation made with ``init(name:_:)``, before it
+    /// starts; an operation cancelled before it starts runs none of them.
+    ///
+    /// - Parameter block: More work, run once after the blocks before it.
+    /// - Throws: ``OperationError/Code-swift.struct/alreadyStarted`` or
+    ///   ``OperationError/Code-swift.struct/alreadyFinished`` once the operation has started or
+    ///   finished; ``OperationError/Code-swift.struct/asynchronousClosure`` for an operation made
+    ///   with ``init(name:asynchronous:)``, whose closure finishes it. The block is then not added.
+    public func addExecutionBlock(_ block: @escaping @Sendable () -> Void) throws(OperationError) {
+        let refusal = machine.lock.withLock { () -> OperationError.Code? in
+            let lifecycle = machine.lifecycle
+            if lifecycle.isFinished { return .alreadyFinished }
+            if !lifecycle.isReady { return .alreadyStarted }
+            switch body {
+            case .synchronous(let first):
+                body = .several([first, block])
+            case .several(var blocks):
+                body = nil  // the array is then uniquely referenced: appended in place
+                blocks.append(block)
+                body = .several(blocks)
+            case .asynchronous:
+                return .asynchronousClosure
+            case nil:
+                return .alreadyStarted
+            }
+            return nil
+        }
+        if let refusal {
+            throw OperationError(refusal, operations: [displayName], "cannot add an execution block")
+        }
+    }
+
     override func didFinishWithoutExecuting() {
         body = nil
     }
@@ -58,14 +99,17 @@ public final class ClosureOperation: ConcurrentOperation, @unchecked Sendable {
     /// Runs the closure: the synchronous form finishes when it returns; the asynchronous form
     /// hands the operation to the closure, which finishes it. Runs at most once.
     public override func execute() {
-        let body = self.body
-        self.body = nil
-        switch body {
+        // Moved out rather than copied and cleared: with three cases of different payloads, a
+        // copy and a destroy are outlined calls, a few instructions per operation.
+        switch body.take() {
         case .synchronous(let block):
             block()
             finishAfterStart(asLastStep: true)
         case .asynchronous(let block):
             block(self)
+        case .several(let blocks):
+            for block in blocks { block() }
+            finishAfterStart(asLastStep: true)
         case nil:
             finish()
         }

@@ -350,6 +350,11 @@ open class ConcurrentOperation {
     /// queue of its own (a group's children, a retry's attempts) passes it on.
     func adoptInstrument(_ instrument: any OperationInstrument) {}
 
+    /// The operation was added to `queue`, which has an executor or a clock to pass on: an
+    /// operation with a queue of its own (a group's children, a retry's attempts) lets that queue
+    /// take them (`ConcurrentOperationQueue.adoptSettings(of:)`).
+    func adoptQueueSettings(of queue: ConcurrentOperationQueue) {}
+
     /// Whether the worker that took the operation tells `ready`: the first time only (a
     /// procedure is taken again after its conditions or categories).
     func takeReadyTelling() -> Bool { true }

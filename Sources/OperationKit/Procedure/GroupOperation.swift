@@ -83,6 +83,11 @@ open class GroupOperation: ProcedureOperation, @unchecked Sendable {
         childQueue.adoptInstrument(instrument, tellHeld: !isCancelled)
     }
 
+    /// The children's queue takes the executor and clock of the queue the group was added to.
+    override func adoptQueueSettings(of queue: ConcurrentOperationQueue) {
+        childQueue.adoptSettings(of: queue)
+    }
+
     /// The children the group's queue still holds, in the order they were added: those that have
     /// not finished, including operations the children produced (see
     /// ``ConcurrentOperationQueue/operations``).

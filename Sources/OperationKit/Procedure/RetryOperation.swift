@@ -196,6 +196,11 @@ public final class RetryOperation<Output: Sendable>: ResultProcedure<Output>, @u
         attemptQueue.adoptInstrument(instrument, tellHeld: true)
     }
 
+    /// The attempts' queue takes the executor and clock of the queue the retry was added to.
+    override func adoptQueueSettings(of queue: ConcurrentOperationQueue) {
+        attemptQueue.adoptSettings(of: queue)
+    }
+
     /// Cancels the running attempt, or, while waiting between attempts, finishes the retry.
     ///
     /// - Parameter error: The error the retry was cancelled with, or `nil`.

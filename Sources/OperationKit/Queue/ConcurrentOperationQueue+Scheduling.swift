@@ -182,6 +182,10 @@ extension ConcurrentOperationQueue {
 
     /// Hands `operation`, taken from the ready list with a slot, and the slot to a new worker.
     func startWorker(with operation: ConcurrentOperation) {
+        if let executor {
+            executor.enqueue { self.runStep(first: operation) }
+            return
+        }
         target.async { self.runWorker(first: operation) }
     }
 
@@ -232,6 +236,11 @@ extension ConcurrentOperationQueue {
     }
 
     func startWorkers(_ count: Int) {
+        guard count > 0 else { return }
+        if let executor {
+            for _ in 0..<count { executor.enqueue { self.runStep(first: nil) } }
+            return
+        }
         for _ in 0..<count {
             target.async { self.runWorker() }
         }

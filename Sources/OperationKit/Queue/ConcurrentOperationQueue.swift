@@ -34,6 +34,13 @@ public final class ConcurrentOperationQueue {
     public let qualityOfService: DispatchQoS.QoSClass
 
     let target: DispatchQueue
+    /// The executor that runs the workers instead of `target`, if any; written before any worker
+    /// starts (see ConcurrentOperationQueue+Executor.swift).
+    var executor: (any OperationExecutor)?
+    /// Whether added operations take this queue's executor or clock for their own queues.
+    let settingsToPassOn = Atomic<Bool>(false)
+    /// ``main``'s rule: the limit stays 1. Set by the initialiser only.
+    var isSerialOnly = false
     let lock = Lock()
 
     // protected by `lock`
@@ -96,6 +103,7 @@ public final class ConcurrentOperationQueue {
         self.qualityOfService = qualityOfService
         self.underlyingQueue = underlyingQueue
         target = underlyingQueue ?? DispatchQueue.global(qos: qualityOfService)
+        if !(clock is SystemOperationClock) { settingsToPassOn.store(true, ordering: .relaxed) }
     }
 
     /// Creates a queue that runs at most `maxConcurrentOperationCount` operations at once.
@@ -144,13 +152,14 @@ public final class ConcurrentOperationQueue {
     /// lowering it lets executing operations finish.
     ///
     /// - Throws: ``OperationError/Code-swift.struct/invalidMaxConcurrentOperationCount`` if
-    ///   `count` is below 1; the limit is then unchanged.
+    ///   `count` is below 1, or is not 1 for ``main``; the limit is then unchanged.
     public func setMaxConcurrentOperationCount(_ count: Int) throws(OperationError) {
         guard count >= 1 else {
             throw OperationError(
                 .invalidMaxConcurrentOperationCount, operations: [displayName],
                 "maxConcurrentOperationCount must be at least 1, not \(count)")
         }
+        if isSerialOnly && count != 1 { throw serialOnlyRefusal(count) }
         let spawn = lock.withLock {
             _maxConcurrentOperationCount = count
             return reserveWorkers()
@@ -206,6 +215,7 @@ public final class ConcurrentOperationQueue {
         // Before `insert`: the operation cannot start before did add is told.
         notifyDelegate(didAdd: operation)
         if let instrument = instrumentSlot.current { tellAdded(CollectionOfOne(operation), to: instrument) }
+        if settingsToPassOn.load(ordering: .relaxed) { operation.adoptQueueSettings(of: self) }
         insert(CollectionOfOne((operation, priority)))
         addOperationsAlong(with: operation)
     }
@@ -246,6 +256,9 @@ public final class ConcurrentOperationQueue {
             for (operation, _) in accepted { notifyDelegate(didAdd: operation) }
         }
         if let instrument = instrumentSlot.current { tellAdded(accepted.lazy.map { $0.0 }, to: instrument) }
+        if settingsToPassOn.load(ordering: .relaxed) {
+            for (operation, _) in accepted { operation.adoptQueueSettings(of: self) }
+        }
         insert(accepted)
         for (operation, _) in accepted { addOperationsAlong(with: operation) }
         if waitUntilFinished {
@@ -397,7 +410,8 @@ public final class ConcurrentOperationQueue {
 }
 
 // All mutable state is protected by `lock`; `target`, `underlyingQueue` and `qualityOfService`
-// are immutable.
+// are immutable; `executor` and `isSerialOnly` are written before any worker can read them (see
+// their comments).
 extension ConcurrentOperationQueue: @unchecked Sendable {}
 
 extension ConcurrentOperationQueue: CustomStringConvertible {

@@ -40,6 +40,7 @@ public struct OperationError: Error, Hashable, Sendable, CustomStringConvertible
             case noValue
             case taskFailed
             case prerequisiteFailed
+            case asynchronousClosure
         }
 
         private let value: Value
@@ -124,6 +125,10 @@ public struct OperationError: Error, Hashable, Sendable, CustomStringConvertible
         /// Awaiting the value of an operation (``ResultProcedure/value``): it finished without a
         /// value and without an error, and was not cancelled.
         public static let noValue = Code(.noValue)
+        /// ``ClosureOperation/addExecutionBlock(_:)`` on an operation made with
+        /// ``ClosureOperation/init(name:asynchronous:)``: its closure finishes it, so there is no
+        /// point at which more blocks would run. Nothing was added.
+        public static let asynchronousClosure = Code(.asynchronousClosure)
 
         /// The code's name, for example `dependencyCycle`.
         public var description: String { "\(value)" }
