@@ -102,4 +102,23 @@ struct TimeoutObserverClockTests {
         clock.advance(by: .seconds(20))
         #expect(work.output == 5 && work.errors.isEmpty && !work.isCancelled)
     }
+
+    @Test("Testing.md's virtual-time example, as written there")
+    func lostReplyTimesOut() async throws {
+        let clock = VirtualClock()
+        let queue = ConcurrentOperationQueue(name: "test", clock: clock) // every timer of its procedures
+        let work = ClosureProcedure<Int>(asynchronous: { _ in })         // its reply never comes
+        try work.addObserver(TimeoutObserver(timeout: .seconds(30)))
+        try queue.addOperation(work)
+
+        let timerSet = await outcome(within: .seconds(10)) {             // set at will-execute, on a queue thread
+            while clock.pendingTimerCount == 0 { await Task.yield() }
+        }
+        #expect(timerSet != nil)
+        clock.advance(by: .seconds(29))
+        #expect(!work.isFinished)
+        clock.advance(by: .seconds(1))                                   // fires, on this thread
+        #expect(await outcome(within: .seconds(10)) { await work.waitUntilFinished() } != nil)
+        #expect(work.isCancelled)                                        // errors: [timedOut]
+    }
 }
