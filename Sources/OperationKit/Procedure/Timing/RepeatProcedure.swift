@@ -1,6 +1,5 @@
 // RepeatProcedure: runs a procedure made by a closure or an iterator again and again, one at a
 // time, with waits between them, until a maximum, a failure, a predicate or the iterator stops it.
-import Synchronization
 
 /// A procedure that runs attempts of some work again and again — each a new procedure, from a
 /// closure or an iterator — one at a time, with a wait between them, and ends with the last one's
@@ -94,7 +93,7 @@ public final class RepeatProcedure<Output: Sendable>: ResultProcedure<Output>, A
     ///   - clock: The clock of the waits; `nil` for the queue's.
     ///   - stopsOnFailure: Whether an attempt that fails ends the repeat (the default).
     ///   - iterator: Makes the attempts, each a new procedure in no queue. Advanced one attempt
-    ///     at a time, under a lock of the repeat's, from the threads `body` is called on.
+    ///     at a time (never twice at once), from the threads `body` is called on.
     public convenience init<Attempts: IteratorProtocol>(
         name: String? = nil,
         max: Int? = nil,
@@ -151,12 +150,13 @@ extension RepeatProcedure: ChildQueueOwning {
     }
 }
 
-/// An iterator of attempts, advanced under a lock (the engine asks for one attempt at a time,
-/// from changing threads).
+/// An iterator of attempts. No lock: the engine asks for one attempt at a time, each call after
+/// the previous attempt has finished (ordered by the queue and the observer, or the clock's timer),
+/// so calls never overlap and each sees the last one's changes; and a lock held around the
+/// iterator would hold one while user code runs.
 final class AttemptIterator<Output: Sendable>: @unchecked Sendable {
-    // protected by lock
+    // Touched by one call at a time (see above).
     private var advance: () -> ResultProcedure<Output>?
-    private let lock = Mutex<Void>(())
 
     init<Attempts: IteratorProtocol>(_ iterator: Attempts) where Attempts.Element: ResultProcedure<Output> {
         var iterator = iterator
@@ -164,6 +164,6 @@ final class AttemptIterator<Output: Sendable>: @unchecked Sendable {
     }
 
     func next() -> ResultProcedure<Output>? {
-        lock.withLock { _ in advance() }
+        advance()
     }
 }

@@ -243,4 +243,18 @@ struct RepeatProcedureTests {
         #expect(await repeated.finishes())
         #expect(repeated.output == 20)
     }
+
+    @Test("an instrument of the repeat's queue is told retrying(n) before each further attempt, with its wait")
+    func instrumentTold() async throws {
+        let queue = ConcurrentOperationQueue(name: "repeat-instrument")
+        let instrument = CapturingInstrument()
+        queue.instrument = instrument
+        let repeated = RepeatProcedure<Int>(max: 3, wait: .incrementing(initial: .zero, increment: .zero)) { number in
+            ClosureProcedure { number }
+        }
+        try queue.addOperation(repeated)
+        #expect(await repeated.finishes())
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
+        #expect(instrument.kinds(of: repeated) == ["added", "ready", "started", "retrying(2)", "retrying(3)", "finished(succeeded)"])
+    }
 }
