@@ -18,8 +18,8 @@ import Dispatch
 ///   procedure's queue, or the caller of ``ConcurrentOperation/start()``);
 /// - did execute: that thread once `execute()` returns, or the finishing thread if the finish
 ///   came first;
-/// - did cancel: the cancelling thread (for ``TimeoutObserver``, a thread of the global dispatch
-///   queue);
+/// - did cancel: the cancelling thread (for ``TimeoutObserver``, its clock's timer thread: in
+///   real time a thread of the global dispatch queue);
 /// - did produce: the thread calling ``ProcedureOperation/produce(_:)``;
 /// - will finish and did finish: the finishing thread (the one that called `finish`, or for a
 ///   procedure that finishes without executing, the queue worker that reached it).
@@ -257,7 +257,7 @@ public struct ClosureObserver: OperationObserver {
 }
 
 /// Ends a procedure that has not finished within `timeout` of starting to execute (the time its
-/// will-execute event is delivered): by default it is cancelled with an
+/// will-execute event is delivered), or by a `deadline`: by default it is cancelled with an
 /// ``OperationError/Code-swift.struct/timedOut`` error and finished with that error.
 ///
 /// What happens on expiry is the observer's ``Action``:
@@ -279,9 +279,14 @@ public struct ClosureObserver: OperationObserver {
 /// happens if the procedure finished first, if it never executes, or — with
 /// ``Action/cancelOnly`` — if it was cancelled first. The timer holds the procedure weakly.
 ///
+/// The timer is one of `clock`'s if given, else of the clock of the queue the procedure runs in
+/// (``ConcurrentOperationQueue/clock``; real time by default), so a test with a virtual clock
+/// times out when it moves time past the timeout.
+///
 /// ```swift
 /// try download.addObserver(TimeoutObserver(timeout: .seconds(30)))
 /// try upload.addObserver(TimeoutObserver(timeout: .seconds(30), action: .cancelOnly))
+/// try report.addObserver(TimeoutObserver(until: .now + .seconds(5)))
 /// ```
 public struct TimeoutObserver: OperationObserver {
     /// What a ``TimeoutObserver`` does to a procedure still executing when its timeout expires.
@@ -292,10 +297,17 @@ public struct TimeoutObserver: OperationObserver {
         case cancelOnly
     }
 
-    /// How long the procedure may execute; always positive.
+    /// How long the procedure may execute; positive for an observer made with a timeout, `.zero`
+    /// for one made with a ``deadline``.
     public let timeout: Duration
+    /// The instant by which the procedure must have finished, for an observer made with
+    /// ``init(until:action:clock:)``; `nil` for one made with a timeout.
+    public let deadline: ContinuousClock.Instant?
     /// What happens when the timeout expires.
     public let action: Action
+    /// The clock of the timer; `nil` for the clock of the procedure's queue (real time outside
+    /// a queue).
+    public let clock: (any OperationClock)?
 
     /// Will execute only.
     public var observedEvents: ProcedureEventKinds { .willExecute }
@@ -306,25 +318,54 @@ public struct TimeoutObserver: OperationObserver {
     ///   - timeout: How long the procedure may execute before it is ended; must be positive.
     ///   - action: What happens when the timeout expires: by default the procedure is cancelled
     ///     with the `timedOut` error and finished.
+    ///   - clock: The clock of the timer; `nil` (the default) for the clock of the queue the
+    ///     procedure runs in, or real time outside a queue.
     /// - Throws: ``OperationError/Code-swift.struct/invalidTimeout`` if `timeout` is zero or
     ///   negative (a timeout that has already expired is a caller's mistake, not "cancel at once"
     ///   and not "no timeout").
-    public init(timeout: Duration, action: Action = .cancelAndFinish) throws(OperationError) {
+    public init(timeout: Duration, action: Action = .cancelAndFinish, clock: (any OperationClock)? = nil) throws(OperationError) {
         guard timeout > .zero else {
             throw OperationError(.invalidTimeout, operations: [], "a TimeoutObserver's timeout must be positive, not \(timeout)")
         }
         self.timeout = timeout
+        self.deadline = nil
         self.action = action
+        self.clock = clock
     }
 
-    /// Starts the timer.
+    /// Creates an observer that ends the procedure if it still executes at `deadline`.
+    ///
+    /// A deadline already passed when the procedure is about to execute times it out at once,
+    /// on the thread that executes it (its work then does not run).
+    ///
+    /// - Parameters:
+    ///   - deadline: The instant, on `clock`, by which the procedure must have finished.
+    ///   - action: What happens at the deadline: by default the procedure is cancelled with the
+    ///     `timedOut` error and finished.
+    ///   - clock: The clock of the timer; `nil` (the default) for the clock of the queue the
+    ///     procedure runs in, or real time outside a queue.
+    public init(until deadline: ContinuousClock.Instant, action: Action = .cancelAndFinish, clock: (any OperationClock)? = nil) {
+        self.timeout = .zero
+        self.deadline = deadline
+        self.action = action
+        self.clock = clock
+    }
+
+    /// Starts the timer (or, past a deadline, times the procedure out now).
     ///
     /// - Parameter procedure: The procedure about to execute.
     public func willExecute(_ procedure: ProcedureOperation) {
-        let (timeout, action) = (self.timeout, self.action)
-        DispatchQueue.global().asyncAfter(deadline: .now() + timeout.dispatchInterval) { [weak procedure] in
+        let (timeout, deadline, finishing) = (self.timeout, self.deadline, action == .cancelAndFinish)
+        let clock = self.clock ?? procedure.machine.lock.withLock({ procedure.queue })?.clock ?? SystemOperationClock()
+        let now = clock.now
+        let expiry = deadline ?? now.advanced(by: timeout)
+        if deadline != nil && expiry <= now {
+            procedure.timedOut(after: nil, finishing: finishing)
+            return
+        }
+        clock.schedule(at: expiry) { [weak procedure] in
             guard let procedure, !procedure.isFinished else { return }
-            procedure.timedOut(after: timeout, finishing: action == .cancelAndFinish)
+            procedure.timedOut(after: deadline == nil ? timeout : nil, finishing: finishing)
         }
     }
 }
@@ -332,9 +373,11 @@ public struct TimeoutObserver: OperationObserver {
 extension ProcedureOperation {
     /// A ``TimeoutObserver``'s timer expired: cancel with `timedOut` (unless a cancel came first)
     /// and, if `finishing`, finish if it still executes — with the `timedOut` error, which the
-    /// cancel put in its `errors` or, cancelled earlier, the finish does.
-    func timedOut(after timeout: Duration, finishing: Bool) {
-        let error = OperationError(.timedOut, operations: [displayName], "did not finish within \(timeout)")
+    /// cancel put in its `errors` or, cancelled earlier, the finish does. `timeout` is `nil` for
+    /// a deadline.
+    func timedOut(after timeout: Duration?, finishing: Bool) {
+        let error = OperationError(
+            .timedOut, operations: [displayName], timeout.map { "did not finish within \($0)" } ?? "did not finish by its deadline")
         let cancelledNow = cancelCounting(with: error)
         guard finishing else { return }
         // Still executing after its did-cancel hook and observers (which may have finished it):

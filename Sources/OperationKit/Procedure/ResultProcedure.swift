@@ -104,12 +104,12 @@ public final class ClosureProcedure<Output: Sendable>: ResultProcedure<Output>, 
     // finishes. Two optional closures rather than an enum of them: a function value has the same
     // layout for every `Output`, while an enum nested in this generic class is copied and
     // destroyed through its type metadata (a few hundred instructions per procedure).
-    @exclusivity(unchecked) private var synchronousBody: (@Sendable () throws -> Output)?
-    @exclusivity(unchecked) private var asynchronousBody: (@Sendable (ClosureProcedure<Output>) -> Void)?
+    @exclusivity(unchecked) var synchronousBody: (@Sendable () throws -> Output)?
+    @exclusivity(unchecked) var asynchronousBody: (@Sendable (ClosureProcedure<Output>) -> Void)?
     /// The body of a `ClosureProcedure<Void>`, stored as given: in `synchronousBody` a closure
     /// returning `Void` is wrapped in a reabstraction thunk (an allocation per procedure, freed
     /// on the worker that runs it).
-    @exclusivity(unchecked) private var voidBody: (@Sendable () throws -> Void)?
+    @exclusivity(unchecked) var voidBody: (@Sendable () throws -> Void)?
 
     /// A procedure that runs `body` and finishes with its value, or with the error it throws.
     ///

@@ -1,5 +1,3 @@
-import Dispatch
-
 /// A procedure that runs attempts of some work until one succeeds, building a fresh attempt
 /// each time (a procedure runs only once).
 ///
@@ -24,61 +22,26 @@ import Dispatch
 /// - Cancelling the retry cancels the running attempt and starts no other; the retry finishes
 ///   once that attempt has, with its errors. Cancelled while waiting between attempts, it
 ///   finishes at once.
-public final class RetryOperation<Output: Sendable>: ResultProcedure<Output>, @unchecked Sendable {
-    /// How long to wait before the next attempt. The wait runs on a timer and holds no thread
-    /// and no concurrency slot (like a group waiting for its children, a retry whose `execute()`
-    /// has returned holds no slot of its queue).
-    public enum WaitStrategy: Sendable, Hashable {
-        /// Retry at once, on the thread that finished the failed attempt.
-        case immediate
-        /// Wait the same time before each retry.
-        case fixed(Duration)
-        /// Wait `initial` after the first attempt, then `multiplier` times longer after each
-        /// further one, at most `maximum`; then each wait is scaled by a random factor in
-        /// `max(0, 1 - jitter) ... 1 + jitter`, so with jitter a wait may exceed `maximum` by up
-        /// to that factor. Waits are clamped to about 146 years, so a late attempt cannot
-        /// overflow.
-        case exponential(initial: Duration, multiplier: Double = 2, maximum: Duration? = nil, jitter: Double = 0)
-
-        /// The wait before attempt `attempt + 1`, once attempt `attempt` has failed.
-        ///
-        /// - Parameter attempt: The number of the attempt that failed, from 1 (0 counts as 1).
-        /// - Returns: The wait; `.zero` for ``immediate``. With jitter, a new random value each
-        ///   call.
-        public func delay(after attempt: Int) -> Duration {
-            switch self {
-            case .immediate:
-                return .zero
-            case .fixed(let duration):
-                return duration
-            case .exponential(let initial, let multiplier, let maximum, let jitter):
-                var seconds = initial.seconds
-                for _ in 1..<max(1, attempt) { seconds *= multiplier }
-                if let maximum { seconds = min(seconds, maximum.seconds) }
-                if jitter > 0 { seconds *= Double.random(in: max(0, 1 - jitter)...(1 + jitter)) }
-                // Clamped: a huge exponential wait must not overflow (about 146 years at most).
-                let nanoseconds = min((seconds * 1e9).rounded(), Double(Int64.max / 2))
-                return .nanoseconds(Int64(max(0, nanoseconds)))
-            }
-        }
-    }
+///
+/// The waits run on a timer of `clock` if one was given, else of the clock of the queue the retry
+/// runs in (``ConcurrentOperationQueue/clock``), else of real time; the attempts' queue uses the
+/// same clock (so an attempt's ``TimeoutObserver`` follows it). For a one-liner, see
+/// ``retrying(_:wait:clock:_:)``; ``RepeatProcedure`` runs attempts on the same machinery.
+public final class RetryOperation<Output: Sendable>: ResultProcedure<Output>, AttemptDriver, @unchecked Sendable {
+    /// How long to wait before the next attempt: the shared ``OperationKit/WaitStrategy`` (this
+    /// name is kept for source compatibility). The wait runs on a timer and holds no thread and
+    /// no concurrency slot (like a group waiting for its children, a retry whose `execute()` has
+    /// returned holds no slot of its queue).
+    public typealias WaitStrategy = OperationKit.WaitStrategy
 
     /// The most attempts that run (at least 1).
     public let maxAttempts: Int
     /// The wait between attempts.
     public let wait: WaitStrategy
     private let shouldRetry: @Sendable (_ error: any Error, _ attempt: Int) -> Bool
-    private let makeAttempt: @Sendable (_ attempt: Int) -> ResultProcedure<Output>
-    let attemptQueue: ConcurrentOperationQueue
-    // protected by machine.lock
-    var _attemptCount = 0
-    // protected by machine.lock
-    var current: ResultProcedure<Output>?
-    // protected by machine.lock: waiting between two attempts
-    var waiting = false
-    // protected by machine.lock: the wait between two attempts, and when it began (snapshots)
-    var waitingDelay: Duration = .zero
-    var waitingStamp: UInt32 = 0
+    private let attemptMaker: @Sendable (_ attempt: Int) -> ResultProcedure<Output>
+    // Set once in init (it needs `self`); read-only afterwards.
+    private(set) var engine: AttemptEngine<Output>!
 
     /// Creates the retry. No attempt is made before it executes.
     ///
@@ -86,6 +49,8 @@ public final class RetryOperation<Output: Sendable>: ResultProcedure<Output>, @u
     ///   - name: A name for logs and errors.
     ///   - maxAttempts: The most attempts; values below 1 mean 1.
     ///   - wait: How long to wait between attempts; ``WaitStrategy/immediate`` by default.
+    ///   - clock: The clock of the waits; `nil` (the default) for the clock of the queue the
+    ///     retry runs in, or real time outside a queue.
     ///   - shouldRetry: Whether a failure with this error (the attempt's first), in this attempt
     ///     (from 1), is worth another attempt; by default every failure is. Not asked after the
     ///     last attempt. Called on the thread that finished the attempt.
@@ -97,103 +62,46 @@ public final class RetryOperation<Output: Sendable>: ResultProcedure<Output>, @u
         name: String? = nil,
         maxAttempts: Int,
         wait: WaitStrategy = .immediate,
+        clock: (any OperationClock)? = nil,
         shouldRetry: @escaping @Sendable (_ error: any Error, _ attempt: Int) -> Bool = { _, _ in true },
         makeAttempt: @escaping @Sendable (_ attempt: Int) -> ResultProcedure<Output>
     ) {
         self.maxAttempts = max(1, maxAttempts)
         self.wait = wait
         self.shouldRetry = shouldRetry
-        self.makeAttempt = makeAttempt
-        attemptQueue = ConcurrentOperationQueue(name: "\(name ?? "RetryOperation").attempts")
+        self.attemptMaker = makeAttempt
         super.init(name: name)
-        // Attempts are descendants of the retry: they may take its MutuallyExclusive categories.
-        attemptQueue.owningProcedure = self
+        engine = AttemptEngine(owner: self, driver: self, queueName: "\(name ?? "RetryOperation").attempts", clock: clock)
         hookEvents = .didCancel  // the only hook it overrides (the class is final)
     }
 
     /// How many attempts have been started so far.
-    public var attemptCount: Int { machine.lock.withLock { _attemptCount } }
+    public var attemptCount: Int { engine.attemptCount }
+
+    /// The attempts' queue.
+    var attemptQueue: ConcurrentOperationQueue { engine.queue }
 
     /// Starts the first attempt.
     public override func execute() {
-        startAttempt(1)
+        engine.start()
     }
 
     /// A retry whose `execute()` has returned only waits for its attempts: it gives its slot back.
     override var waitsWithoutSlot: Bool { true }
 
-    private func startAttempt(_ number: Int) {
-        if isCancelled {
-            finish()
-            return
-        }
-        let attempt = makeAttempt(number)
-        let proceed = machine.lock.withLock { () -> Bool in
-            guard !procedureLifecycle.isCancelled else { return false }
-            _attemptCount = number
-            current = attempt
-            waiting = false
-            return true
-        }
-        guard proceed else {
-            finish()
-            return
-        }
-        do {
-            try attempt.addObserver(ClosureObserver(didFinish: { [self] attempt, _ in
-                guard let attempt = attempt as? ResultProcedure<Output> else { return }
-                attemptFinished(attempt, number: number)
-            }))
-        } catch {
-            finish(with: error)
-            return
-        }
-        do {
-            try attemptQueue.addOperation(attempt)
-        } catch {
-            finish(with: error)
-        }
+    func makeAttempt(_ number: Int) -> ResultProcedure<Output>? {
+        attemptMaker(number)
     }
 
-    private func attemptFinished(_ attempt: ResultProcedure<Output>, number: Int) {
-        let (cancelled, queue) = machine.lock.withLock {
-            current = nil
-            return (procedureLifecycle.isCancelled, self.queue)
-        }
-        let errors = attempt.errors
-        if cancelled {
-            finish(withErrors: errors)
-        } else if errors.isEmpty && !attempt.isCancelled {
-            if let value = attempt.output { finish(withValue: value) } else { finish() }
-        } else if attempt.isCancelled && errors.isEmpty {
-            // Cancelled by someone else, without an error: stop.
-            cancel()
-            finish()
-        } else if number < maxAttempts, let error = errors.first, shouldRetry(error, number) {
-            let delay = wait.delay(after: number)
-            if let instrument = Self.instrumentSlot(of: queue).current {
-                tell(.retrying(attempt: number + 1, delay: max(delay, .zero)), queue: queue, to: instrument)
-            }
-            if delay <= .zero {
-                startAttempt(number + 1)
-            } else {
-                machine.lock.withLock {
-                    waiting = true
-                    waitingDelay = delay
-                    waitingStamp = CoarseClock.stamp()
-                }
-                DispatchQueue.global().asyncAfter(deadline: .now() + delay.dispatchInterval) {
-                    self.startAttempt(number + 1)
-                }
-            }
-        } else {
-            finish(withErrors: errors)
-        }
+    func verdict(on attempt: ResultProcedure<Output>, number: Int) -> AttemptVerdict {
+        guard let error = attempt.errors.first else { return .finish }
+        guard number < maxAttempts, shouldRetry(error, number) else { return .finish }
+        return .again(after: wait.delay(after: number))
     }
 
     /// The attempts' queue takes the instrument of the queue the retry was added to.
     override func adoptInstrument(_ instrument: any OperationInstrument) {
-        attemptQueue.adoptInstrument(instrument, tellHeld: true)
+        engine.queue.adoptInstrument(instrument, tellHeld: true)
     }
 
     /// The attempts' queue takes the executor and clock of the queue the retry was added to.
@@ -205,10 +113,6 @@ public final class RetryOperation<Output: Sendable>: ResultProcedure<Output>, @u
     ///
     /// - Parameter error: The error the retry was cancelled with, or `nil`.
     public override func procedureDidCancel(with error: (any Error)?) {
-        let (attempt, waiting) = machine.lock.withLock { (current, self.waiting) }
-        attempt?.cancel()
-        // Waiting between attempts: no attempt will report back, so finish now (the timer then
-        // finds the retry cancelled and does nothing).
-        if waiting { finish() }
+        engine.ownerCancelled()
     }
 }
