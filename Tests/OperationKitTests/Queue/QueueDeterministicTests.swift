@@ -119,6 +119,39 @@ struct QueueDeterministicTests {
         #expect(retry.output == 3)
     }
 
+    @Test("a repeat's attempts step with the queue, and its waits are on the virtual clock")
+    func repeatAttemptsStep() throws {
+        let deterministic = DeterministicQueue()
+        let attempts = AtomicCounter()
+        let repeated = RepeatProcedure<Int>(max: 3, wait: .fixed(.seconds(10))) { number in
+            ClosureProcedure<Int> {
+                attempts.increment()
+                return number
+            }
+        }
+        try deterministic.addOperation(repeated)
+        deterministic.runUntilIdle()
+        #expect(attempts.value == 1)
+        #expect(!repeated.isFinished)
+        deterministic.advance(by: .seconds(10))
+        #expect(attempts.value == 2)
+        deterministic.advance(by: .seconds(10))
+        #expect(attempts.value == 3)
+        #expect(repeated.isFinished)
+        #expect(repeated.output == 3)
+    }
+
+    @Test("the procedure an AnyProcedure or IgnoreErrorsProcedure wraps steps with the queue")
+    func wrappersStep() throws {
+        let deterministic = DeterministicQueue()
+        let erased = AnyProcedure(ClosureProcedure<Int> { 7 })
+        let ignoring = IgnoreErrorsProcedure(ClosureProcedure<Int> { throw StepError() })
+        try deterministic.addOperations([erased, ignoring])
+        deterministic.runUntilIdle()
+        #expect(erased.isFinished && erased.output == 7)
+        #expect(ignoring.isFinished && ignoring.errors.isEmpty)
+    }
+
     @Test("a timer on the queue's clock fires only when advance passes its deadline")
     func timerFiredByAdvance() throws {
         let deterministic = DeterministicQueue()

@@ -134,6 +134,11 @@ public final class RepeatProcedure<Output: Sendable>: ResultProcedure<Output>, A
         engine.queue.adoptInstrument(instrument, tellHeld: true)
     }
 
+    /// The inner queue takes the executor and clock of the queue the repeat was added to.
+    override func adoptQueueSettings(of queue: ConcurrentOperationQueue) {
+        engine.queue.adoptSettings(of: queue)
+    }
+
     /// Cancels the running attempt, or, while waiting between attempts, finishes the repeat.
     ///
     /// - Parameter error: The error the repeat was cancelled with, or `nil`.

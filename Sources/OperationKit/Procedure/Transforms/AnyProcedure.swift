@@ -84,6 +84,11 @@ public final class AnyProcedure<Output: Sendable>: ResultProcedure<Output>, @unc
         run.queue.adoptInstrument(instrument, tellHeld: true)
     }
 
+    /// The inner queue takes the executor and clock of the queue the wrapper was added to.
+    override func adoptQueueSettings(of queue: ConcurrentOperationQueue) {
+        run.queue.adoptSettings(of: queue)
+    }
+
     /// Cancelled before executing: the wrapped procedure, cancelled, finishes first.
     override func finishWithoutExecuting() {
         procedure.cancel()

@@ -247,7 +247,7 @@ struct RepeatProcedureTests {
     @Test("an instrument of the repeat's queue is told retrying(n) before each further attempt, with its wait")
     func instrumentTold() async throws {
         let queue = ConcurrentOperationQueue(name: "repeat-instrument")
-        let instrument = CapturingInstrument()
+        let instrument = RecordingInstrument()
         queue.instrument = instrument
         let repeated = RepeatProcedure<Int>(max: 3, wait: .incrementing(initial: .zero, increment: .zero)) { number in
             ClosureProcedure { number }
