@@ -2,6 +2,8 @@
 // the ProcedureTakenSignal its produced dependencies wait for, the first condition's and first
 // observer's one-word slots, and NoCondition.
 
+import Dispatch
+
 /// What a procedure keeps about its conditions and observers beyond the usual single
 /// `ClosureCondition` and single observer, in one object made when first needed (so that a
 /// procedure without it pays one pointer). Every field is protected by the procedure's
@@ -20,6 +22,9 @@ final class ConditionExtras: @unchecked Sendable {
     var produced: [ConcurrentOperation] = []
     /// What the dependencies produced before a worker took the procedure wait for.
     var takenSignal: ProcedureTakenSignal?
+    /// What a worker waiting to start the procedure waits on, while adds made with
+    /// `produce(_:before: .execute)` are under way (see `ProduceProgress.startRequested`).
+    var startGate: DispatchSemaphore?
 }
 
 /// An operation in no queue that finishes when a worker has taken its procedure to evaluate the
