@@ -39,7 +39,7 @@ enum EventDelivery {
     /// A thread raises an event: if nothing is being delivered it delivers it, and becomes the
     /// delivering thread (returns `true`); otherwise the event must be queued with ``enqueue(_:)``.
     /// `will`: the event is will execute or will finish.
-    mutating func begin(on thread: @autoclosure () -> ThreadIdentity, will: Bool) -> Bool {
+    mutating func begin(on thread: @autoclosure () -> ThreadIdentity, will: Bool = false) -> Bool {
         guard case .idle = self else { return false }
         self = will ? .deliveringWill(thread: thread(), pending: []) : .delivering(thread: thread(), pending: [])
         return true
