@@ -187,46 +187,56 @@ enum ConditionProgress {
 /// whether a finish — or the start, for adds made before it — waits for them.
 enum ProduceProgress: Hashable {
     case none
-    /// `count` ≥ 1 calls are adding their operation; `finishWaits`: a finish came meanwhile;
-    /// `startWaits`: a worker is waiting to start the procedure (see `startLocked`).
-    case adding(count: UInt32, finishWaits: Bool, startWaits: Bool)
+    /// `count` ≥ 1 calls are adding their operation; `waits`: a finish came meanwhile, or a worker
+    /// is waiting to start the procedure (see `startLocked`). (One byte for both: the enum stays
+    /// five bytes.)
+    case adding(count: UInt32, waits: ProduceWaits)
 
     /// A `produce(_:)` begins adding its operation.
     mutating func begin() {
         switch self {
-        case .none: self = .adding(count: 1, finishWaits: false, startWaits: false)
-        case .adding(let count, let finish, let start): self = .adding(count: count + 1, finishWaits: finish, startWaits: start)
+        case .none: self = .adding(count: 1, waits: [])
+        case .adding(let count, let waits): self = .adding(count: count + 1, waits: waits)
         }
     }
 
     /// A finish counted. Returns whether it must wait (the last `produce` completes it).
     mutating func finishRequested() -> Bool {
-        guard case .adding(let count, _, let start) = self else { return false }
-        self = .adding(count: count, finishWaits: true, startWaits: start)
+        guard case .adding(let count, let waits) = self else { return false }
+        self = .adding(count: count, waits: waits.union(.finish))
         return true
     }
 
     /// A worker would start the procedure. Returns whether it must wait for the adds (the last
     /// one signals it).
     mutating func startRequested() -> Bool {
-        guard case .adding(let count, let finish, _) = self else { return false }
-        self = .adding(count: count, finishWaits: finish, startWaits: true)
+        guard case .adding(let count, let waits) = self else { return false }
+        self = .adding(count: count, waits: waits.union(.start))
         return true
     }
 
     /// A `produce(_:)` is done. Returns whether it completes the finish that waited for it, and
     /// whether it lets the waiting start go on.
     mutating func end() -> (finish: Bool, start: Bool) {
-        guard case .adding(let count, let finish, let start) = self else {
+        guard case .adding(let count, let waits) = self else {
             preconditionFailure("Internal inconsistency: a produce ended while none was adding")
         }
         if count > 1 {
-            self = .adding(count: count - 1, finishWaits: finish, startWaits: start)
+            self = .adding(count: count - 1, waits: waits)
             return (false, false)
         }
         self = .none
-        return (finish, start)
+        return (waits.contains(.finish), waits.contains(.start))
     }
+}
+
+/// What waits for the adds under way (see ``ProduceProgress``).
+struct ProduceWaits: OptionSet, Hashable {
+    let rawValue: UInt8
+    /// A finish came while they were adding: the last one completes it.
+    static let finish = ProduceWaits(rawValue: 1 << 0)
+    /// A worker waits to start the procedure: the last one lets it go on.
+    static let start = ProduceWaits(rawValue: 1 << 1)
 }
 
 /// A procedure's ``MutuallyExclusive`` categories: never asked for, asked for (waiting to be

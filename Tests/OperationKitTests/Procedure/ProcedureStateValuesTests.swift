@@ -143,7 +143,7 @@ struct ProcedureStateValuesTests {
     @Test func produceWithoutFinish() {
         var progress = ProduceProgress.none
         progress.begin()
-        #expect(progress == .adding(count: 1, finishWaits: false, startWaits: false))
+        #expect(progress == .adding(count: 1, waits: []))
         let r16 = progress.end()
         #expect(!r16.finish && !r16.start)
         #expect(progress == .none)
@@ -156,7 +156,7 @@ struct ProcedureStateValuesTests {
         progress.begin()
         let waits = progress.startRequested()
         #expect(waits)
-        #expect(progress == .adding(count: 1, finishWaits: false, startWaits: true))
+        #expect(progress == .adding(count: 1, waits: .start))
         let ended = progress.end()
         #expect(ended.start && !ended.finish)
         #expect(progress == .none)
@@ -179,14 +179,14 @@ struct ProcedureStateValuesTests {
         var progress = ProduceProgress.none
         progress.begin()
         progress.begin()
-        #expect(progress == .adding(count: 2, finishWaits: false, startWaits: false))
+        #expect(progress == .adding(count: 2, waits: []))
         let r17 = progress.finishRequested()
         #expect(r17)
-        #expect(progress == .adding(count: 2, finishWaits: true, startWaits: false))
+        #expect(progress == .adding(count: 2, waits: .finish))
         // The first produce to end leaves the finish to the other one.
         let r18 = progress.end()
         #expect(!r18.finish && !r18.start)
-        #expect(progress == .adding(count: 1, finishWaits: true, startWaits: false))
+        #expect(progress == .adding(count: 1, waits: .finish))
         let r19 = progress.end()
         #expect(r19.finish && !r19.start)
         #expect(progress == .none)
