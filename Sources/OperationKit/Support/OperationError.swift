@@ -88,7 +88,7 @@ public struct OperationError: Error, Hashable, Sendable, CustomStringConvertible
         public static let inputUnavailable = Code(.inputUnavailable)
         /// ``TimeoutObserver``: the procedure had not finished in time.
         public static let timedOut = Code(.timedOut)
-        /// ``TimeoutObserver/init(timeout:action:)``: the timeout was zero or negative.
+        /// ``TimeoutObserver/init(timeout:action:clock:)``: the timeout was zero or negative.
         public static let invalidTimeout = Code(.invalidTimeout)
         /// A condition was added to a procedure whose conditions are being (or were) evaluated.
         public static let tooLateToAddCondition = Code(.tooLateToAddCondition)
