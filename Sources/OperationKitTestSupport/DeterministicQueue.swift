@@ -3,7 +3,7 @@
 import OperationKit
 import Synchronization
 
-/// An ``OperationKit/OperationExecutor`` that keeps the jobs it is given until they are run one by
+/// An `OperationExecutor` that keeps the jobs it is given until they are run one by
 /// one with ``runNext()``, on the calling thread, in the order they were enqueued.
 public final class ManualExecutor: OperationExecutor, Sendable {
     private let jobs = Mutex<[OperationExecutorJob]>([])
@@ -35,7 +35,7 @@ public final class ManualExecutor: OperationExecutor, Sendable {
 }
 
 /// A queue a test steps by hand: nothing runs until the test calls ``runNext()``,
-/// ``runUntilIdle()`` or ``advance(by:)``, and then it runs on the test's thread, in a fixed order,
+/// ``runUntilIdle(limit:)`` or ``advance(by:)``, and then it runs on the test's thread, in a fixed order,
 /// with a ``VirtualClock`` as the queue's clock.
 ///
 /// ```swift
@@ -50,12 +50,12 @@ public final class ManualExecutor: OperationExecutor, Sendable {
 ///
 /// - Each job runs one operation (one worker step); the queue's limit still holds, so with a
 ///   limit of 1 each ``runNext()`` runs the next operation in priority order.
-/// - A ``OperationKit/GroupOperation``'s children and a ``OperationKit/RetryOperation``'s attempts
+/// - A `GroupOperation`'s children and a `RetryOperation`'s attempts
 ///   run on queues of their own, which take this queue's executor and clock when the group or
 ///   retry is added here: they step with it.
 /// - Timers (delays, timeouts, retry waits) of its operations use ``clock``: they fire only when
 ///   the test moves time with ``advance(by:)``.
-/// - Work that leaves the queue's workers is not stepped: an ``OperationKit/AsyncOperation``'s
+/// - Work that leaves the queue's workers is not stepped: an `AsyncOperation`'s
 ///   body runs in a Swift task, a callback-finished operation finishes when its callback comes.
 public final class DeterministicQueue: Sendable {
     /// The executor that keeps the workers' jobs.
@@ -87,7 +87,7 @@ public final class DeterministicQueue: Sendable {
     /// Adds an operation; it runs when the test steps the queue.
     ///
     /// - Parameter operation: The operation.
-    /// - Throws: what ``OperationKit/ConcurrentOperationQueue/addOperation(_:)-(ConcurrentOperation)``
+    /// - Throws: what `ConcurrentOperationQueue.addOperation(_:)`
     ///   throws.
     public func addOperation(_ operation: ConcurrentOperation) throws(OperationError) {
         try queue.addOperation(operation)
@@ -96,7 +96,7 @@ public final class DeterministicQueue: Sendable {
     /// Adds operations in one batch; they run when the test steps the queue.
     ///
     /// - Parameter operations: The operations.
-    /// - Throws: what ``OperationKit/ConcurrentOperationQueue/addOperations(_:waitUntilFinished:)``
+    /// - Throws: what `ConcurrentOperationQueue.addOperations(_:waitUntilFinished:)`
     ///   throws.
     public func addOperations(_ operations: [ConcurrentOperation]) throws(OperationError) {
         try queue.addOperations(operations, waitUntilFinished: false)
