@@ -77,21 +77,7 @@ extension ConcurrentOperationQueue {
     func runStep(first: ConcurrentOperation?) -> Bool {
         CurrentQueue.with(self) {
             guard let operation = first ?? lock.withLock({ nextOrReleaseSlot() }) else { return false }
-            let next: ConcurrentOperation?
-            switch operation.runOnWorker(of: self) {
-            case .keepSlot:
-                next = lock.withLock { nextOrReleaseSlot() }
-            case .finishedOnWorker(let newlyReady):
-                let effects: RemovalEffects
-                (effects, next) = lock.withLock {
-                    let effects = removeLocked(operation, releasesSlot: false, newlyReady: newlyReady, returningWorkers: 1)
-                    return (effects, nextOrReleaseSlot())
-                }
-                apply(effects, finished: operation)
-            case .slotHandedOver:
-                next = nil
-            }
-            if let next { startWorker(with: next) }
+            if let next = runTaken(operation) { startWorker(with: next) }
             return true
         }
     }

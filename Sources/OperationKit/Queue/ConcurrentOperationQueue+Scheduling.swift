@@ -252,20 +252,29 @@ extension ConcurrentOperationQueue {
         CurrentQueue.with(self) {
             var next = first ?? lock.withLock { nextOrReleaseSlot() }
             while let operation = next {
-                switch operation.runOnWorker(of: self) {
-                case .keepSlot:
-                    next = lock.withLock { nextOrReleaseSlot() }
-                case .finishedOnWorker(let newlyReady):
-                    let effects: RemovalEffects
-                    (effects, next) = lock.withLock {
-                        let effects = removeLocked(operation, releasesSlot: false, newlyReady: newlyReady, returningWorkers: 1)
-                        return (effects, nextOrReleaseSlot())
-                    }
-                    apply(effects, finished: operation)
-                case .slotHandedOver:
-                    next = nil
-                }
+                next = runTaken(operation)
             }
+        }
+    }
+
+    /// Runs `operation`, taken from the ready list with a slot, and returns the next ready
+    /// operation for that slot, or `nil` once the slot went back (or to the operation, which
+    /// finishes after `execute()` returned). One worker step, shared by the Dispatch workers'
+    /// loop and the executor's jobs (`runStep(first:)`).
+    @inline(__always)
+    func runTaken(_ operation: ConcurrentOperation) -> ConcurrentOperation? {
+        switch operation.runOnWorker(of: self) {
+        case .keepSlot:
+            return lock.withLock { nextOrReleaseSlot() }
+        case .finishedOnWorker(let newlyReady):
+            let (effects, next) = lock.withLock { () -> (RemovalEffects, ConcurrentOperation?) in
+                let effects = removeLocked(operation, releasesSlot: false, newlyReady: newlyReady, returningWorkers: 1)
+                return (effects, nextOrReleaseSlot())
+            }
+            apply(effects, finished: operation)
+            return next
+        case .slotHandedOver:
+            return nil
         }
     }
 
