@@ -114,6 +114,9 @@ final class ConditionEvaluation: @unchecked Sendable {
     let conditions: [any OperationCondition]
     /// Parallel to `conditions`, or empty if none has a gate.
     private let gates: [ConditionGate?]
+    /// How many conditions at the front are result injections: every one of them must be
+    /// satisfied before any other starts (the others may read the injected value).
+    private let leadingCount: Int
     /// Per condition: 0 not started, 1 started, 2 answered.
     private var progress: [UInt8]
     /// The first condition that may not have started (those before it all have).
@@ -128,9 +131,10 @@ final class ConditionEvaluation: @unchecked Sendable {
     /// condition added while the queue added the procedure); only that worker touches it.
     var unmade: [(ConditionGate, any OperationCondition)] = []
 
-    init(conditions: [any OperationCondition], gates: [ConditionGate?]) {
+    init(conditions: [any OperationCondition], gates: [ConditionGate?], leadingCount: Int) {
         self.conditions = conditions
         self.gates = gates
+        self.leadingCount = leadingCount
         progress = Array(repeating: 0, count: conditions.count)
     }
 
@@ -171,11 +175,15 @@ final class ConditionEvaluation: @unchecked Sendable {
     }
 
     /// The next condition to start, marked started: the first one added that has not started and
-    /// whose gate is open; none once decided.
+    /// whose gate is open — none after the leading (injection) ones until those are all
+    /// satisfied; none once decided.
     func startNext() -> Int? {
         guard decision == nil else { return nil }
         while firstUnstarted < conditions.count && progress[firstUnstarted] != 0 { firstUnstarted += 1 }
-        for index in firstUnstarted..<conditions.count where progress[index] == 0 {
+        // (Nothing but satisfied answers so far: the leading ones are satisfied once as many are.)
+        let end = satisfiedCount >= leadingCount ? conditions.count : leadingCount
+        guard firstUnstarted < end else { return nil }
+        for index in firstUnstarted..<end where progress[index] == 0 {
             if !gates.isEmpty, let gate = gates[index], !gate.isOpen { continue }
             progress[index] = 1
             return index

@@ -72,7 +72,9 @@ extension ProcedureOperation {
     /// which stays small enough to be inlined for the usual single condition.
     @inline(never)
     private func beginEvaluationLocked() -> ConditionEvaluation {
-        let evaluation = ConditionEvaluation(conditions: conditionsLocked, gates: conditionGates)
+        let evaluation = ConditionEvaluation(
+            conditions: conditionsLocked, gates: conditionGates,
+            leadingCount: conditionExtras?.injectionConditionCount ?? 0)
         // A condition added while the queue added the procedure: its dependency is made by this
         // worker, before evaluation (its gate holds it back until that has finished).
         evaluation.unmade = takeUnmadeLocked()

@@ -121,7 +121,7 @@ struct ProcedureStateValuesTests {
         let r13 = none.startedOne()
         #expect(r13 == nil)
 
-        let evaluation = ConditionEvaluation(conditions: [NoCondition(), NoCondition()], gates: [])
+        let evaluation = ConditionEvaluation(conditions: [NoCondition(), NoCondition()], gates: [], leadingCount: 0)
         var several = ConditionProgress.several(evaluation)
         #expect(several.several === evaluation)
         let r14 = several.answeredOne(.satisfied)
