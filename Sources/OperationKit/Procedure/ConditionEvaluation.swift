@@ -2,6 +2,8 @@
 // the ProcedureTakenSignal its produced dependencies wait for, the first condition's and first
 // observer's one-word slots, and NoCondition.
 
+import Dispatch
+
 /// What a procedure keeps about its conditions and observers beyond the usual single
 /// `ClosureCondition` and single observer, in one object made when first needed (so that a
 /// procedure without it pays one pointer). Every field is protected by the procedure's
@@ -23,6 +25,12 @@ final class ConditionExtras: @unchecked Sendable {
     /// The identities of the conditions after the first (the first's is in `FirstCondition`): a
     /// condition with one of these is not added again.
     var identities: Set<ConditionIdentity> = []
+    /// What a worker waiting to start the procedure waits on, while adds made with
+    /// `produce(_:before: .execute)` are under way (see `ProduceProgress.startRequested`).
+    var startGate: DispatchSemaphore?
+    /// The mailboxes of the observers with an event queue (see EventMailbox.swift), in the order
+    /// the observers were added.
+    var eventMailboxes: [EventMailbox] = []
 }
 
 /// An operation in no queue that finishes when a worker has taken its procedure to evaluate the

@@ -144,6 +144,51 @@ open class GroupOperation: ProcedureOperation, @unchecked Sendable {
         try addChildren([operation])
     }
 
+    /// Adds a child before `event` of the group (see ``PendingProcedureEvent``): with `.execute`,
+    /// while the group has not executed yet (or from its will-execute hook or observer), its start
+    /// waiting for the add; with `.finish`, as ``addChild(_:)`` — the group waits for its children,
+    /// so the child is added, and finishes, before the group finishes. Otherwise as ``addChild(_:)``.
+    ///
+    /// - Parameters:
+    ///   - operation: The child, in no queue.
+    ///   - event: The event of the group the add must come before, or `nil`.
+    /// - Throws: ``OperationError/Code-swift.struct/eventAlreadyPast`` if the group is past `event`;
+    ///   otherwise as ``addChild(_:)``.
+    public func addChild(_ operation: ConcurrentOperation, before event: PendingProcedureEvent?) throws(OperationError) {
+        try addChildren([operation], before: event)
+    }
+
+    /// Adds children in one step before `event` of the group: as ``addChild(_:before:)``, all or
+    /// none (see ``addChildren(_:)``).
+    ///
+    /// - Parameters:
+    ///   - operations: The children, in no queue.
+    ///   - event: The event of the group the adds must come before, or `nil`.
+    /// - Throws: as ``addChild(_:before:)``, for the first operation refused; nothing was added then.
+    public func addChildren(_ operations: [ConcurrentOperation], before event: PendingProcedureEvent?) throws(OperationError) {
+        guard event == .execute else {
+            do {
+                try addChildren(operations)
+            } catch where error.code == .alreadyFinished && event != nil {
+                throw OperationError(.eventAlreadyPast, operations: error.operationNames,
+                                     "addChild(_:before: .finish) on a group that is finishing or has finished")
+            }
+            return
+        }
+        // Counted like a produce before execute: the group's start waits for the add.
+        let accepted = machine.lock.withLock { () -> Bool in
+            guard acceptsAddLocked(before: .execute, inQueue: false) else { return false }
+            produceProgress.begin()
+            return true
+        }
+        guard accepted else {
+            throw OperationError(.eventAlreadyPast, operations: [displayName] + operations.map(\.displayName),
+                                 "addChild(_:before: .execute) on a group that has executed (state \(state))")
+        }
+        defer { _ = machine.lock.withLock { endAddLocked() } }
+        try addChildren(operations)
+    }
+
     /// Adds children in one step, all or none: if the group's queue refuses one of them (see
     /// ``ConcurrentOperationQueue/addOperations(_:waitUntilFinished:)``), none is added and its
     /// error is thrown. Otherwise as ``addChild(_:)``.
@@ -165,12 +210,14 @@ open class GroupOperation: ProcedureOperation, @unchecked Sendable {
         }
         // A child of a cancelled group is cancelled: it finishes without running.
         if cancelIt { for operation in operations { operation.cancel() } }
+        for operation in operations { emitAddEvent(.willAdd(operation), waitForDelivery: true) }
         var failure: OperationError?
         do {
             if !operations.isEmpty { try childQueue.addOperations(operations, waitUntilFinished: false) }
         } catch {
             failure = error
         }
+        if failure == nil { for operation in operations { emitAddEvent(.didAdd(operation), waitForDelivery: false) } }
         // A cancel of the group that ran during the add may have missed these children (they
         // were not in its queue yet); the queue stays suspended (`applySuspensionLocked`) until
         // they are cancelled here.

@@ -4,8 +4,8 @@ import Dispatch
 /// ``ProcedureOperation/addObserver(_:)`` before the procedure executes.
 ///
 /// Each event reaches each observer at most once per procedure, in lifecycle order: did attach
-/// first; will execute, then did execute (only if the procedure executes); did produce (while it
-/// executes); did cancel (when it is cancelled: before, during or instead of executing); will
+/// first; will execute, then did execute (only if the procedure executes); will add and did add
+/// (then did produce) for each operation it produces or, for a group, each child added; did cancel (when it is cancelled: before, during or instead of executing); will
 /// finish and did finish last, exactly once. The procedure's own `procedure…` hook for an event
 /// runs just before the observers, which are told in the order they were added.
 ///
@@ -20,7 +20,8 @@ import Dispatch
 ///   came first;
 /// - did cancel: the cancelling thread (for ``TimeoutObserver``, its clock's timer thread: in
 ///   real time a thread of the global dispatch queue);
-/// - did produce: the thread calling ``ProcedureOperation/produce(_:)``;
+/// - will add, did add, did produce: the thread calling ``ProcedureOperation/produce(_:before:)``
+///   or ``GroupOperation/addChild(_:before:)``;
 /// - will finish and did finish: the finishing thread (the one that called `finish`, or for a
 ///   procedure that finishes without executing, the queue worker that reached it).
 ///
@@ -63,6 +64,21 @@ public protocol OperationObserver: Sendable {
     ///   - procedure: The procedure observed.
     ///   - operation: The operation it produced.
     func procedure(_ procedure: ProcedureOperation, didProduce operation: ConcurrentOperation)
+    /// `procedure` is about to add `operation`: one it produces (``ProcedureOperation/produce(_:before:)``)
+    /// or, for a ``GroupOperation``, a child (``GroupOperation/addChild(_:before:)``). The add
+    /// happens once every observer has returned; it may still be refused (then no did add follows).
+    ///
+    /// - Parameters:
+    ///   - procedure: The procedure observed.
+    ///   - operation: The operation about to be added.
+    func procedure(_ procedure: ProcedureOperation, willAdd operation: ConcurrentOperation)
+    /// `procedure` added `operation` (it is in its queue, or its group's queue). For a produced
+    /// operation ``procedure(_:didProduce:)`` is told right after this.
+    ///
+    /// - Parameters:
+    ///   - procedure: The procedure observed.
+    ///   - operation: The operation added.
+    func procedure(_ procedure: ProcedureOperation, didAdd operation: ConcurrentOperation)
     /// `procedure` is finishing, with these errors; it has not finished yet (its completion block
     /// has not run and its dependents are still waiting).
     ///
@@ -81,6 +97,14 @@ public protocol OperationObserver: Sendable {
     /// The events this observer wants; the others are not delivered to it, and a procedure skips
     /// an event that no observer (and no hook of its class) wants. By default every kind.
     var observedEvents: ProcedureEventKinds { get }
+
+    /// The dispatch queue this observer is told its events on, or `nil` (the default) for the
+    /// thread where each event happens. Read once, when the observer is added. The procedure
+    /// waits for each event on that queue (`sync`) — so events stay exactly once and in order,
+    /// and will execute and will finish still come before the procedure goes on — except that an
+    /// event raised on a thread already running on that queue is told there directly (no
+    /// deadlock). Give a serial queue. See also ``OperationObserver/on(_:)``.
+    var eventQueue: DispatchQueue? { get }
 }
 
 extension OperationObserver {
@@ -148,6 +172,8 @@ public struct ClosureObserver: OperationObserver {
         let onDidExecute: (@Sendable (ProcedureOperation) -> Void)?
         let onDidCancel: (@Sendable (ProcedureOperation, (any Error)?) -> Void)?
         let onDidProduce: (@Sendable (ProcedureOperation, ConcurrentOperation) -> Void)?
+        let onWillAdd: (@Sendable (ProcedureOperation, ConcurrentOperation) -> Void)?
+        let onDidAdd: (@Sendable (ProcedureOperation, ConcurrentOperation) -> Void)?
         let onWillFinish: (@Sendable (ProcedureOperation, [any Error]) -> Void)?
         let onDidFinish: (@Sendable (ProcedureOperation, [any Error]) -> Void)?
 
@@ -157,6 +183,8 @@ public struct ClosureObserver: OperationObserver {
             didExecute: (@Sendable (ProcedureOperation) -> Void)?,
             didCancel: (@Sendable (ProcedureOperation, (any Error)?) -> Void)?,
             didProduce: (@Sendable (ProcedureOperation, ConcurrentOperation) -> Void)?,
+            willAdd: (@Sendable (ProcedureOperation, ConcurrentOperation) -> Void)?,
+            didAdd: (@Sendable (ProcedureOperation, ConcurrentOperation) -> Void)?,
             willFinish: (@Sendable (ProcedureOperation, [any Error]) -> Void)?,
             didFinish: (@Sendable (ProcedureOperation, [any Error]) -> Void)?
         ) {
@@ -165,6 +193,8 @@ public struct ClosureObserver: OperationObserver {
             onDidExecute = didExecute
             onDidCancel = didCancel
             onDidProduce = didProduce
+            onWillAdd = willAdd
+            onDidAdd = didAdd
             onWillFinish = willFinish
             onDidFinish = didFinish
         }
@@ -179,7 +209,8 @@ public struct ClosureObserver: OperationObserver {
         if closures.onWillExecute != nil { kinds.insert(.willExecute) }
         if closures.onDidExecute != nil { kinds.insert(.didExecute) }
         if closures.onDidCancel != nil { kinds.insert(.didCancel) }
-        if closures.onDidProduce != nil { kinds.insert(.didProduce) }
+        if closures.onDidProduce != nil || closures.onDidAdd != nil { kinds.insert(.didAdd) }
+        if closures.onWillAdd != nil { kinds.insert(.willAdd) }
         if closures.onWillFinish != nil { kinds.insert(.willFinish) }
         if closures.onDidFinish != nil { kinds.insert(.didFinish) }
         return kinds
@@ -196,6 +227,9 @@ public struct ClosureObserver: OperationObserver {
     ///   - didProduce: Called with the procedure and the operation it produced.
     ///   - willFinish: Called with the procedure and its errors while it finishes.
     ///   - didFinish: Called with the procedure and its errors once it has finished.
+    ///   - willAdd: Called with the procedure and an operation it is about to add (produced, or a
+    ///     group's child).
+    ///   - didAdd: Called with the procedure and an operation it added.
     public init(
         didAttach: (@Sendable (ProcedureOperation) -> Void)? = nil,
         willExecute: (@Sendable (ProcedureOperation) -> Void)? = nil,
@@ -203,11 +237,13 @@ public struct ClosureObserver: OperationObserver {
         didCancel: (@Sendable (ProcedureOperation, (any Error)?) -> Void)? = nil,
         didProduce: (@Sendable (ProcedureOperation, ConcurrentOperation) -> Void)? = nil,
         willFinish: (@Sendable (ProcedureOperation, [any Error]) -> Void)? = nil,
-        didFinish: (@Sendable (ProcedureOperation, [any Error]) -> Void)? = nil
+        didFinish: (@Sendable (ProcedureOperation, [any Error]) -> Void)? = nil,
+        willAdd: (@Sendable (ProcedureOperation, ConcurrentOperation) -> Void)? = nil,
+        didAdd: (@Sendable (ProcedureOperation, ConcurrentOperation) -> Void)? = nil
     ) {
         closures = Closures(
             didAttach: didAttach, willExecute: willExecute, didExecute: didExecute, didCancel: didCancel,
-            didProduce: didProduce, willFinish: willFinish, didFinish: didFinish)
+            didProduce: didProduce, willAdd: willAdd, didAdd: didAdd, willFinish: willFinish, didFinish: didFinish)
     }
 
     /// Calls the `didAttach` closure, if any.
@@ -239,6 +275,24 @@ public struct ClosureObserver: OperationObserver {
     ///   - operation: The operation it produced.
     public func procedure(_ procedure: ProcedureOperation, didProduce operation: ConcurrentOperation) {
         closures.onDidProduce?(procedure, operation)
+    }
+
+    /// Calls the `willAdd` closure, if any.
+    ///
+    /// - Parameters:
+    ///   - procedure: The procedure observed.
+    ///   - operation: The operation about to be added.
+    public func procedure(_ procedure: ProcedureOperation, willAdd operation: ConcurrentOperation) {
+        closures.onWillAdd?(procedure, operation)
+    }
+
+    /// Calls the `didAdd` closure, if any.
+    ///
+    /// - Parameters:
+    ///   - procedure: The procedure observed.
+    ///   - operation: The operation added.
+    public func procedure(_ procedure: ProcedureOperation, didAdd operation: ConcurrentOperation) {
+        closures.onDidAdd?(procedure, operation)
     }
 
     /// Calls the `willFinish` closure, if any.

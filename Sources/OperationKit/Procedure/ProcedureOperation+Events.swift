@@ -25,6 +25,11 @@ enum ProcedureEvent {
     case willExecute
     case didExecute
     case didCancel((any Error)?)
+    /// A produced operation or a group's child is about to be added (see `produce(_:before:)`).
+    case willAdd(ConcurrentOperation)
+    /// A group's child was added.
+    case didAdd(ConcurrentOperation)
+    /// A produced operation was added: did add, and did produce too.
     case didProduce(ConcurrentOperation)
     case willFinish([any Error])
     case didFinish([any Error])
@@ -103,24 +108,40 @@ public struct ProcedureEventKinds: OptionSet, Hashable, Sendable {
     public static let didExecute = ProcedureEventKinds(rawValue: 1 << 2)
     /// The did cancel event.
     public static let didCancel = ProcedureEventKinds(rawValue: 1 << 3)
-    /// The did produce event.
-    public static let didProduce = ProcedureEventKinds(rawValue: 1 << 4)
+    /// The did add event: an operation was added by ``ProcedureOperation/produce(_:before:)`` or
+    /// ``GroupOperation/addChild(_:before:)``.
+    public static let didAdd = ProcedureEventKinds(rawValue: 1 << 4)
+    /// The did produce event: the did add event of a produced operation. The same kind as
+    /// ``didAdd`` (one bit): an observer that wants one is told both methods.
+    public static let didProduce = didAdd
+    /// The will add event: an operation is about to be added by
+    /// ``ProcedureOperation/produce(_:before:)`` or ``GroupOperation/addChild(_:before:)``.
+    public static let willAdd = ProcedureEventKinds(rawValue: 1 << 7)
     /// The will finish event.
     public static let willFinish = ProcedureEventKinds(rawValue: 1 << 5)
     /// The did finish event.
     public static let didFinish = ProcedureEventKinds(rawValue: 1 << 6)
     /// Every kind.
-    public static let all = ProcedureEventKinds(rawValue: 0x7F)
+    public static let all = ProcedureEventKinds(rawValue: 0xFF)
 }
 
 extension ProcedureEvent {
+    /// Will execute or will finish.
+    var isWill: Bool {
+        switch self {
+        case .willExecute, .willFinish: true
+        default: false
+        }
+    }
+
     var kind: ProcedureEventKinds {
         switch self {
         case .didAttach: .didAttach
         case .willExecute: .willExecute
         case .didExecute: .didExecute
         case .didCancel: .didCancel
-        case .didProduce: .didProduce
+        case .willAdd: .willAdd
+        case .didAdd, .didProduce: .didAdd
         case .willFinish: .willFinish
         case .didFinish: .didFinish
         }
@@ -142,12 +163,19 @@ extension ProcedureOperation {
     /// - Throws: ``OperationError/Code-swift.struct/tooLateToAddObserver`` once the procedure has
     ///   started executing (or has finished).
     public func addObserver(_ observer: any OperationObserver) throws(OperationError) {
+        // An observer that asks for an event queue is told through a wrapper that posts to it
+        // (asked once, here: the delivery path stays the same for every other observer).
+        let (observer, mailbox) = ObserverOnEventQueue.wrapping(observer)
         let (event, state) = machine.lock.withLock { () -> (EventDisposition?, ProcedureState) in
             guard procedureLifecycle.acceptsObservers && !machine.lifecycle.isFinished else {
                 return (nil, procedureLifecycle.state)
             }
             if observerTotal == 0 { firstObserver = FirstObserver(observer) } else { extrasLocked.moreObservers.append(observer) }
             observerTotal += 1
+            if let mailbox {
+                extrasLocked.eventMailboxes.append(mailbox)
+                hasEventQueueObservers.store(true, ordering: .releasing)
+            }
             let wanted = observer.observedEvents
             observedEvents.formUnion(wanted)
             // In the same step: no event reaches the observer before did attach.
@@ -196,6 +224,21 @@ extension ProcedureOperation {
     }
 
     private func run(_ after: AfterDelivery) {
+        if case .nothing = after { return }
+        // The rest of a finish, after will finish or did finish: once the observers with an event
+        // queue have been told (a last job on their queue if they have not yet).
+        if hasEventQueueObservers.load(ordering: .acquiring) {
+            let mailboxes = eventMailboxes()
+            if !mailboxes.isEmpty {
+                let after = UncheckedSendable(after)
+                EventMailboxes.after(mailboxes) { [self] in runNow(after.value) }
+                return
+            }
+        }
+        runNow(after)
+    }
+
+    private func runNow(_ after: AfterDelivery) {
         switch after {
         case .nothing: break
         case .finishExecuted(let asLastStep): finishExecuted(asLastStep: asLastStep)
@@ -231,7 +274,7 @@ extension ProcedureOperation {
         } else {
             observers = .list(observersLocked)
         }
-        if eventDelivery.begin(on: .current) {
+        if eventDelivery.begin(on: .current, will: event.isWill) {
             return .deliverNow(observers)
         }
         if eventDelivery.isDeliveringOnCurrentThread || handOffThen {
@@ -290,7 +333,8 @@ extension ProcedureOperation {
         case .willExecute: procedureWillExecute()
         case .didExecute: procedureDidExecute()
         case .didCancel(let error): procedureDidCancel(with: error)
-        case .didProduce: break
+        case .willAdd(let operation): procedureWillAdd(operation)
+        case .didAdd(let operation), .didProduce(let operation): procedureDidAdd(operation)
         case .willFinish(let errors): procedureWillFinish(with: errors)
         case .didFinish(let errors): procedureDidFinish(with: errors)
         }
@@ -313,7 +357,11 @@ extension ProcedureOperation {
         case .willExecute: observer.willExecute(self)
         case .didExecute: observer.didExecute(self)
         case .didCancel(let error): observer.didCancel(self, with: error)
-        case .didProduce(let operation): observer.procedure(self, didProduce: operation)
+        case .willAdd(let operation): observer.procedure(self, willAdd: operation)
+        case .didAdd(let operation): observer.procedure(self, didAdd: operation)
+        case .didProduce(let operation):
+            observer.procedure(self, didAdd: operation)
+            observer.procedure(self, didProduce: operation)
         case .willFinish(let errors): observer.willFinish(self, with: errors)
         case .didFinish(let errors): observer.didFinish(self, with: errors)
         }

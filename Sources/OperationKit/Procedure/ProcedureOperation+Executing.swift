@@ -15,11 +15,10 @@ extension ProcedureOperation {
         if let event { handle(event, delivering: .didExecute, then: .nothing) }
     }
 
-    /// Adds `operation` to this procedure's queue and tells the observers
-    /// (``OperationObserver/procedure(_:didProduce:)``, on the calling thread). Call it while the
-    /// procedure executes, from its work, on any thread. A finish that happens meanwhile is held
-    /// back until the operation has been added and the observers were told, so did-produce never
-    /// comes after did-finish.
+    /// Adds `operation` to this procedure's queue: ``produce(_:before:)`` with no pending event.
+    /// Call it while the procedure executes, from its work, on any thread. A finish that happens
+    /// meanwhile is held back until the operation has been added and the observers were told, so
+    /// did-produce never comes after did-finish.
     ///
     /// The procedure does not wait for the operation it produced (a ``GroupOperation`` does wait
     /// for what its children produce: they produce into the group's own queue).
@@ -27,34 +26,9 @@ extension ProcedureOperation {
     /// - Parameter operation: An operation that is in no queue and has not started.
     /// - Throws: ``OperationError/Code-swift.struct/notExecuting`` if the procedure is not
     ///   executing on a queue (including when it was started by hand); or what the queue's
-    ///   `addOperation` throws. No observer is told then.
+    ///   `addOperation` throws. No did-add observer is told then.
     public func produce(_ operation: ConcurrentOperation) throws(OperationError) {
-        let (state, queue) = machine.lock.withLock { () -> (ProcedureState, ConcurrentOperationQueue?) in
-            let state = procedureLifecycle.state
-            guard state == .executing, let queue = self.queue else { return (state, nil) }
-            produceProgress.begin()
-            return (state, queue)
-        }
-        guard let queue else {
-            throw OperationError(
-                .notExecuting, operations: [displayName, operation.displayName],
-                "produce() needs a procedure executing on a queue (state \(state))")
-        }
-        var failure: OperationError?
-        do {
-            try queue.addOperation(operation)
-            // Before the produce ends: a finish waits for it, so this comes before finished.
-            if let instrument = queue.instrumentSlot.current { tell(.produced(operation), queue: queue, to: instrument) }
-        } catch {
-            failure = error
-        }
-        let (event, finishNow) = machine.lock.withLock { () -> (EventDisposition?, Bool) in
-            let event = failure == nil ? enqueueEventLocked(.didProduce(operation)) : nil
-            return (event, produceProgress.end())
-        }
-        if let event { handle(event, delivering: .didProduce(operation), then: .nothing) }
-        if finishNow { completeFinish(executed: true) }
-        if let failure { throw failure }
+        try produce(operation, before: nil)
     }
 
     // MARK: Cancelling

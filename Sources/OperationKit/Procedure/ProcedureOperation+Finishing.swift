@@ -219,8 +219,17 @@ extension ProcedureOperation {
                 if let more = conditionExtras?.moreObservers { for observer in more { tellDidFinish(observer, errors) } }
             }
         }
+        // Observers with an event queue were posted did finish: the tail waits for them.
+        let mailboxes = direct.hasObservers ? eventMailboxes() : []
         releaseUnlocked()
-        if let tail { completeTail(tail) }
+        guard let tail else { return }
+        if mailboxes.isEmpty {
+            completeTail(tail)
+        } else {
+            // (Touched by one thread at a time: this one, then the one running the continuation.)
+            let pending = UncheckedSendable(PendingTail(tail))
+            EventMailboxes.after(mailboxes) { [self] in completeTail(pending.value.tail) }
+        }
     }
 
     /// A finish's tail, held by a queued did finish for the thread delivering it (see

@@ -81,6 +81,9 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// Whether did execute was told (or queued). Written under the lock; read without it too (it
     /// only ever becomes `true`).
     let didExecuteTold = Atomic<Bool>(false)
+    /// Whether an observer with an event queue was added (see EventMailbox.swift). Written under
+    /// the lock; read without it too (it only ever becomes `true`).
+    let hasEventQueueObservers = Atomic<Bool>(false)
     /// See `didComplete`. Not under the lock: written in the finish step, read by the same thread.
     @exclusivity(unchecked) var finishedDirectly: DirectFinish?
     /// `produce(_:)` calls adding their operation now; a finish meanwhile waits for them.
@@ -181,6 +184,17 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// - Parameter error: The error given to ``cancel(with:)`` (a failed condition's error), or
     ///   `nil`.
     open func procedureDidCancel(with error: (any Error)?) {}
+    /// Called once for each operation the procedure is about to add — one it produces, or a
+    /// group's child — before the will-add observers, on the adding thread. The default does
+    /// nothing.
+    ///
+    /// - Parameter operation: The operation about to be added.
+    open func procedureWillAdd(_ operation: ConcurrentOperation) {}
+    /// Called once for each operation the procedure added, before the did-add observers, on the
+    /// adding thread. The default does nothing.
+    ///
+    /// - Parameter operation: The operation added.
+    open func procedureDidAdd(_ operation: ConcurrentOperation) {}
     /// Called once when the procedure is finishing, before the will-finish observers and before
     /// it has finished, on the finishing thread. The default does nothing.
     ///
@@ -207,15 +221,27 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
         // Without queue listeners to tell first, will finish is queued in the same step as the
         // state change.
         var willFinish: EventDisposition?
-        let (action, queue, errors) = machine.lock.withLock {
-            () -> (ProcedureLifecycle.StartAction, ConcurrentOperationQueue?, [any Error]) in
-            let action = procedureLifecycle.start()
-            let queue = self.queue
-            if action == .finishWithoutExecuting && !(queue?.hasListeners.load(ordering: .acquiring) ?? false) {
-                willFinish = enqueueEventLocked(.willFinish(_errors), waitForDelivery: true, then: .finishWithoutExecuting)
+        var gate: DispatchSemaphore?
+        var taken: (ProcedureLifecycle.StartAction, ConcurrentOperationQueue?, [any Error])
+        repeat {
+            gate?.wait()
+            gate = nil
+            taken = machine.lock.withLock {
+                () -> (ProcedureLifecycle.StartAction, ConcurrentOperationQueue?, [any Error]) in
+                // Adds made with `produce(_:before: .execute)` are under way: wait for them first.
+                if produceProgress.isAdding, produceProgress.startRequested() {
+                    gate = startGateLocked()
+                    return (.refuse, nil, [])
+                }
+                let action = procedureLifecycle.start()
+                let queue = self.queue
+                if action == .finishWithoutExecuting && !(queue?.hasListeners.load(ordering: .acquiring) ?? false) {
+                    willFinish = enqueueEventLocked(.willFinish(_errors), waitForDelivery: true, then: .finishWithoutExecuting)
+                }
+                return (action, queue, _errors)
             }
-            return (action, queue, _errors)
-        }
+        } while gate != nil
+        let (action, queue, errors) = taken
         precondition(action == .finishWithoutExecuting, "Internal inconsistency: \(action) for a cancelled procedure")
         if let willFinish {
             handle(willFinish, delivering: .willFinish(errors), then: .finishWithoutExecuting)
@@ -246,11 +272,15 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
         case execute(willExecute: EventDisposition)
         case finishWithoutExecuting
         case refuse
+        /// Adds made before the start are under way: wait on this, then start again.
+        case waitForAdds(DispatchSemaphore)
     }
 
     /// Under `machine.lock`: the procedure starts in the same step as the base operation — the
     /// state change and will execute queued together, so no event overtakes it.
     private func startLocked() -> Start {
+        // Adds made with `produce(_:before: .execute)` are under way: wait for them first.
+        if produceProgress.isAdding, produceProgress.startRequested() { return .waitForAdds(startGateLocked()) }
         let action = procedureLifecycle.start()
         switch action {
         case .execute: return .execute(willExecute: enqueueEventLocked(.willExecute, waitForDelivery: true))
@@ -266,7 +296,11 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     override func performExecute() {
         // Made in the base operation's start step on this thread (only this thread touches it
         // until the procedure has executed).
-        let start = startedInBaseStep.take() ?? machine.lock.withLock { startLocked() }
+        var start = startedInBaseStep.take() ?? machine.lock.withLock { startLocked() }
+        while case .waitForAdds(let gate) = start {
+            gate.wait()
+            start = machine.lock.withLock { startLocked() }
+        }
         switch start {
         case .execute(let willExecute):
             var state: ProcedureState?
@@ -274,6 +308,11 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
                 state = .executing
             } else {
                 state = handle(willExecute, delivering: .willExecute, then: .nothing)
+                // Observers with an event queue: the work waits until they have been told.
+                if hasEventQueueObservers.load(ordering: .acquiring) {
+                    awaitEventQueues()
+                    state = nil
+                }
             }
             // A stray finish() while will execute was delivered: the work does not run. (`state`
             // was read when this thread ended the delivery; otherwise read it now.)
@@ -282,7 +321,7 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
         case .finishWithoutExecuting:
             // Cancelled between the queue's start and this point: finish without executing.
             finishCancelledAtStart()
-        case .refuse:
+        case .refuse, .waitForAdds:
             break
         }
     }

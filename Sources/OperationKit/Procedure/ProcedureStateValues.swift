@@ -8,10 +8,13 @@
 
 /// Who delivers a procedure's events: nobody, or one thread, which also delivers the events raised
 /// meanwhile (`pending`) and — once did finish was queued (`deliveringThenRelease`) — lets go of
-/// the observers when it is done. (Two cases rather than a flag: the enum stays two words.)
+/// the observers when it is done. `deliveringWill`: the event in progress is will execute or will
+/// finish (what `produce(_:before:)` accepts a token for on that thread). (Cases rather than
+/// flags: the enum stays two words.)
 enum EventDelivery {
     case idle
     case delivering(thread: ThreadIdentity, pending: [PendingEvent])
+    case deliveringWill(thread: ThreadIdentity, pending: [PendingEvent])
     case deliveringThenRelease(thread: ThreadIdentity, pending: [PendingEvent])
 
     var isDelivering: Bool {
@@ -23,15 +26,22 @@ enum EventDelivery {
     var isDeliveringOnCurrentThread: Bool {
         switch self {
         case .idle: false
-        case .delivering(let thread, _), .deliveringThenRelease(let thread, _): thread.isCurrent()
+        case .delivering(let thread, _), .deliveringWill(let thread, _), .deliveringThenRelease(let thread, _): thread.isCurrent()
         }
+    }
+
+    /// Whether the calling thread is delivering will execute or will finish now.
+    var isDeliveringWillOnCurrentThread: Bool {
+        if case .deliveringWill(let thread, _) = self { return thread.isCurrent() }
+        return false
     }
 
     /// A thread raises an event: if nothing is being delivered it delivers it, and becomes the
     /// delivering thread (returns `true`); otherwise the event must be queued with ``enqueue(_:)``.
-    mutating func begin(on thread: @autoclosure () -> ThreadIdentity) -> Bool {
+    /// `will`: the event is will execute or will finish.
+    mutating func begin(on thread: @autoclosure () -> ThreadIdentity, will: Bool = false) -> Bool {
         guard case .idle = self else { return false }
-        self = .delivering(thread: thread(), pending: [])
+        self = will ? .deliveringWill(thread: thread(), pending: []) : .delivering(thread: thread(), pending: [])
         return true
     }
 
@@ -44,6 +54,10 @@ enum EventDelivery {
             self = .idle  // the array is uniquely referenced again: appended in place
             pending.append(event)
             self = .delivering(thread: thread, pending: pending)
+        case .deliveringWill(let thread, var pending):
+            self = .idle
+            pending.append(event)
+            self = .deliveringWill(thread: thread, pending: pending)
         case .deliveringThenRelease(let thread, var pending):
             self = .idle
             pending.append(event)
@@ -57,7 +71,7 @@ enum EventDelivery {
         switch self {
         case .idle:
             return false
-        case .delivering(let thread, let pending):
+        case .delivering(let thread, let pending), .deliveringWill(let thread, let pending):
             self = .deliveringThenRelease(thread: thread, pending: pending)
             return true
         case .deliveringThenRelease:
@@ -81,7 +95,7 @@ enum EventDelivery {
         switch self {
         case .idle:
             preconditionFailure("Internal inconsistency: next event asked while none is being delivered")
-        case .delivering(let current, let queued):
+        case .delivering(let current, let queued), .deliveringWill(let current, let queued):
             (release, thread, pending) = (false, current, queued)
         case .deliveringThenRelease(let current, let queued):
             (release, thread, pending) = (true, current, queued)
@@ -89,7 +103,13 @@ enum EventDelivery {
         self = .idle
         if pending.isEmpty { return .ended(release: release) }
         let first = pending.removeFirst()
-        self = release ? .deliveringThenRelease(thread: thread, pending: pending) : .delivering(thread: thread, pending: pending)
+        if release {
+            self = .deliveringThenRelease(thread: thread, pending: pending)
+        } else if first.event.isWill {
+            self = .deliveringWill(thread: thread, pending: pending)
+        } else {
+            self = .delivering(thread: thread, pending: pending)
+        }
         return .deliver(first)
     }
 }
@@ -163,39 +183,79 @@ enum ConditionProgress {
     }
 }
 
-/// The `produce(_:)` calls adding their operation, and whether a finish waits for them.
+/// The `produce(_:)` calls (and a group's adds before its execution) adding their operation, and
+/// whether a finish — or the start, for adds made before it — waits for them.
 enum ProduceProgress: Hashable {
     case none
-    /// `count` ≥ 1 calls are adding their operation; `finishWaits`: a finish came meanwhile.
-    case adding(count: UInt32, finishWaits: Bool)
+    /// At least one call is adding its operation: their count in the low 30 bits, and in the top
+    /// two what waits for them (``ProduceWaits``). (Packed: the enum stays five bytes.)
+    case packed(UInt32)
+
+    private static let countMask: UInt32 = (1 << 30) - 1
+
+    /// `count` ≥ 1 calls adding their operation, `waits` waiting for them.
+    static func adding(count: UInt32, waits: ProduceWaits) -> ProduceProgress {
+        .packed(count | UInt32(waits.rawValue) << 30)
+    }
+
+    /// Whether some call is adding its operation.
+    var isAdding: Bool {
+        if case .packed = self { return true }
+        return false
+    }
+
+    private var parts: (count: UInt32, waits: ProduceWaits)? {
+        guard case .packed(let bits) = self else { return nil }
+        return (bits & Self.countMask, ProduceWaits(rawValue: UInt8(bits >> 30)))
+    }
 
     /// A `produce(_:)` begins adding its operation.
     mutating func begin() {
-        switch self {
-        case .none: self = .adding(count: 1, finishWaits: false)
-        case .adding(let count, let waits): self = .adding(count: count + 1, finishWaits: waits)
+        guard let (count, waits) = parts else {
+            self = .adding(count: 1, waits: [])
+            return
         }
+        precondition(count < Self.countMask, "Internal inconsistency: too many adds under way")
+        self = .adding(count: count + 1, waits: waits)
     }
 
     /// A finish counted. Returns whether it must wait (the last `produce` completes it).
     mutating func finishRequested() -> Bool {
-        guard case .adding(let count, _) = self else { return false }
-        self = .adding(count: count, finishWaits: true)
+        guard let (count, waits) = parts else { return false }
+        self = .adding(count: count, waits: waits.union(.finish))
         return true
     }
 
-    /// A `produce(_:)` is done. Returns whether it completes the finish that waited for it.
-    mutating func end() -> Bool {
-        guard case .adding(let count, let waits) = self else {
+    /// A worker would start the procedure. Returns whether it must wait for the adds (the last
+    /// one signals it).
+    mutating func startRequested() -> Bool {
+        guard let (count, waits) = parts else { return false }
+        self = .adding(count: count, waits: waits.union(.start))
+        return true
+    }
+
+    /// A `produce(_:)` is done. Returns whether it completes the finish that waited for it, and
+    /// whether it lets the waiting start go on.
+    mutating func end() -> (finish: Bool, start: Bool) {
+        guard let (count, waits) = parts else {
             preconditionFailure("Internal inconsistency: a produce ended while none was adding")
         }
         if count > 1 {
-            self = .adding(count: count - 1, finishWaits: waits)
-            return false
+            self = .adding(count: count - 1, waits: waits)
+            return (false, false)
         }
         self = .none
-        return waits
+        return (waits.contains(.finish), waits.contains(.start))
     }
+}
+
+/// What waits for the adds under way (see ``ProduceProgress``): two bits.
+struct ProduceWaits: OptionSet, Hashable {
+    let rawValue: UInt8
+    /// A finish came while they were adding: the last one completes it.
+    static let finish = ProduceWaits(rawValue: 1 << 0)
+    /// A worker waits to start the procedure: the last one lets it go on.
+    static let start = ProduceWaits(rawValue: 1 << 1)
 }
 
 /// A procedure's ``MutuallyExclusive`` categories: never asked for, asked for (waiting to be

@@ -41,6 +41,7 @@ public struct OperationError: Error, Hashable, Sendable, CustomStringConvertible
             case taskFailed
             case prerequisiteFailed
             case asynchronousClosure
+            case eventAlreadyPast
         }
 
         private let value: Value
@@ -118,6 +119,10 @@ public struct OperationError: Error, Hashable, Sendable, CustomStringConvertible
         /// ``OperationError/operationNames`` is the awaited task then the failed prerequisite,
         /// ``OperationError/underlyingErrors`` the prerequisite's error.
         public static let prerequisiteFailed = Code(.prerequisiteFailed)
+        /// ``ProcedureOperation/produce(_:before:)`` or ``GroupOperation/addChild(_:before:)``
+        /// with a ``PendingProcedureEvent`` the procedure is already past (or will never reach
+        /// from where it is): nothing was added and no observer was told.
+        public static let eventAlreadyPast = Code(.eventAlreadyPast)
 
         /// Awaiting the value of an operation (``ResultProcedure/value``, ``AsyncOperation/value``):
         /// it was cancelled and finished without a value and without an error.

@@ -143,26 +143,52 @@ struct ProcedureStateValuesTests {
     @Test func produceWithoutFinish() {
         var progress = ProduceProgress.none
         progress.begin()
-        #expect(progress == .adding(count: 1, finishWaits: false))
+        #expect(progress == .adding(count: 1, waits: []))
         let r16 = progress.end()
-        #expect(!r16)
+        #expect(!r16.finish && !r16.start)
         #expect(progress == .none)
+    }
+
+    @Test func startWaitsForTheLastAddBeforeExecute() {
+        var progress = ProduceProgress.none
+        let before = progress.startRequested()
+        #expect(!before)
+        progress.begin()
+        let waits = progress.startRequested()
+        #expect(waits)
+        #expect(progress == .adding(count: 1, waits: .start))
+        let ended = progress.end()
+        #expect(ended.start && !ended.finish)
+        #expect(progress == .none)
+    }
+
+    @Test func willEventsMarkTheDelivery() {
+        var delivery = EventDelivery.idle
+        let began = delivery.begin(on: .current, will: true)
+        #expect(began)
+        #expect(delivery.isDeliveringWillOnCurrentThread)
+        delivery.enqueue(PendingEvent(event: .didExecute, observers: .none, delivered: nil, then: .nothing))
+        guard case .deliver = delivery.next() else { Issue.record("expected an event"); return }
+        #expect(!delivery.isDeliveringWillOnCurrentThread)
+        #expect(delivery.isDeliveringOnCurrentThread)
+        guard case .ended(release: false) = delivery.next() else { Issue.record("expected the end"); return }
+        #expect(!delivery.isDelivering)
     }
 
     @Test func finishWaitsForTheLastProduce() {
         var progress = ProduceProgress.none
         progress.begin()
         progress.begin()
-        #expect(progress == .adding(count: 2, finishWaits: false))
+        #expect(progress == .adding(count: 2, waits: []))
         let r17 = progress.finishRequested()
         #expect(r17)
-        #expect(progress == .adding(count: 2, finishWaits: true))
+        #expect(progress == .adding(count: 2, waits: .finish))
         // The first produce to end leaves the finish to the other one.
         let r18 = progress.end()
-        #expect(!r18)
-        #expect(progress == .adding(count: 1, finishWaits: true))
+        #expect(!r18.finish && !r18.start)
+        #expect(progress == .adding(count: 1, waits: .finish))
         let r19 = progress.end()
-        #expect(r19)
+        #expect(r19.finish && !r19.start)
         #expect(progress == .none)
     }
 
