@@ -80,7 +80,8 @@ extension RecordingObserver {
     /// What breaks the rules every procedure's events follow, in the events of `procedure`:
     /// did attach at most once and first; will execute, did execute and did cancel at most once;
     /// did execute only after will execute; will finish and did finish exactly once, did finish
-    /// last and after will finish. (Call it once the procedure has finished.)
+    /// last and after will finish; each did add after a will add of the same operation (by
+    /// name). (Call it once the procedure has finished.)
     ///
     /// - Parameter procedure: The procedure whose events to check.
     /// - Returns: One line per rule broken; empty if the events follow the rules.
@@ -101,6 +102,15 @@ extension RecordingObserver {
         }
         if let did = kinds.firstIndex(of: .didExecute), (kinds.firstIndex(of: .willExecute) ?? .max) > did {
             problems.append("didExecute without willExecute before it")
+        }
+        var willAdds: [String: Int] = [:]
+        for event in events(of: procedure) {
+            guard let name = event.producedName else { continue }
+            if event.kind == .willAdd { willAdds[name, default: 0] += 1 }
+            if event.kind == .didAdd {
+                if willAdds[name, default: 0] == 0 { problems.append("didAdd of \(name) without willAdd before it") }
+                willAdds[name, default: 0] -= 1
+            }
         }
         return problems.map { "\($0) (events: \(kinds))" }
     }

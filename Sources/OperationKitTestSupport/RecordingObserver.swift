@@ -33,6 +33,11 @@ public final class RecordingObserver: OperationObserver {
         case didCancel
         /// `OperationObserver.procedure(_:didProduce:)`.
         case didProduce
+        /// `OperationObserver.procedure(_:willAdd:)`: a produced operation or a group's child
+        /// is about to be added.
+        case willAdd
+        /// `OperationObserver.procedure(_:didAdd:)`: it was added.
+        case didAdd
         /// `OperationObserver.willFinish(_:with:)`.
         case willFinish
         /// `OperationObserver.didFinish(_:with:)`.
@@ -55,12 +60,12 @@ public final class RecordingObserver: OperationObserver {
         /// For did cancel, the cancel's error (if any); for will finish and did finish, every
         /// error the procedure collected; otherwise empty.
         public let errors: [any Error]
-        /// For did produce, the produced operation's name; otherwise `nil`.
+        /// For did produce, will add and did add, the operation's name; otherwise `nil`.
         public let producedName: String?
         /// The thread that delivered the event.
         public let thread: ThreadID
 
-        /// `kind(procedureName)`, and the produced operation's name for did produce.
+        /// `kind(procedureName)`, and the operation's name for did produce, will add and did add.
         public var description: String {
             if let producedName { return "\(kind)(\(procedureName), \(producedName))" }
             return "\(kind)(\(procedureName))"
@@ -171,6 +176,24 @@ public final class RecordingObserver: OperationObserver {
     ///   - operation: The operation it produced.
     public func procedure(_ procedure: ProcedureOperation, didProduce operation: ConcurrentOperation) {
         note(.didProduce, procedure, produced: operation.displayName)
+    }
+
+    /// Records will add, with the operation's name.
+    ///
+    /// - Parameters:
+    ///   - procedure: The procedure observed.
+    ///   - operation: The operation about to be added.
+    public func procedure(_ procedure: ProcedureOperation, willAdd operation: ConcurrentOperation) {
+        note(.willAdd, procedure, produced: operation.displayName)
+    }
+
+    /// Records did add, with the operation's name.
+    ///
+    /// - Parameters:
+    ///   - procedure: The procedure observed.
+    ///   - operation: The operation added.
+    public func procedure(_ procedure: ProcedureOperation, didAdd operation: ConcurrentOperation) {
+        note(.didAdd, procedure, produced: operation.displayName)
     }
 
     /// Records will finish, with the errors.

@@ -27,11 +27,10 @@ final class EventMailbox: @unchecked Sendable {  // every field is under `lock`
     private var head = 0
     /// A drain is scheduled on the queue (or running there).
     private var scheduled = false
-    /// The jobs running now (more than one when a job runs the mailbox from inside itself), with
-    /// the thread running each.
-    private var running: [(thread: ThreadIdentity, kind: ProcedureEventKinds)] = []
-    /// Continuations taken while a job ran, for when none runs (see `take`).
-    private var deferred: [Job] = []
+    /// The thread running a job now, if one is.
+    private var running: ThreadIdentity?
+    /// The kind of event of the job running now (empty for a continuation).
+    private var runningKind: ProcedureEventKinds = []
 
     init(queue: DispatchQueue) {
         self.queue = queue
@@ -54,12 +53,12 @@ final class EventMailbox: @unchecked Sendable {  // every field is under `lock`
 
     /// Whether the calling thread is running a job of this mailbox for an event of `kind`.
     func isRunning(_ kind: ProcedureEventKinds) -> Bool {
-        lock.withLock { running.contains { $0.kind == kind && $0.thread.isCurrent() } }
+        lock.withLock { runningKind == kind && running?.isCurrent() == true }
     }
 
-    /// Whether every job posted so far has run (or is running on the calling thread, further up).
+    /// Whether every job posted so far has run.
     private var isDoneLocked: Bool {
-        head == jobs.count && deferred.isEmpty && running.allSatisfy { $0.thread.isCurrent() }
+        head == jobs.count && running == nil
     }
 
     /// Runs `body` once every job posted so far has run: returns `false` if they have (the caller
@@ -77,7 +76,8 @@ final class EventMailbox: @unchecked Sendable {  // every field is under `lock`
         return true
     }
 
-    /// Blocks until every job posted so far has run. On the queue itself, runs them instead.
+    /// Blocks until every job posted so far has run. On the queue itself, runs them instead —
+    /// or, from inside a job of this mailbox, leaves them for after it (see `runPending`).
     func waitUntilDone() {
         if isOnQueue {
             runPending()
@@ -92,44 +92,36 @@ final class EventMailbox: @unchecked Sendable {  // every field is under `lock`
         while let job = take(endingDrain: true) { run(job) }
     }
 
-    /// On the queue, from outside a scheduled drain (or from a job, further up): runs the jobs
-    /// posted so far, in order. The scheduled drain finds them gone.
+    /// On the queue, from outside a job of this mailbox: runs the jobs posted so far, in order
+    /// (the scheduled drain finds them gone). From inside a job — an event raised by the
+    /// observer's own callback — it runs nothing: the events wait until that callback has
+    /// returned, as they do for an observer told on the delivering thread.
     func runPending() {
         while let job = take(endingDrain: false) { run(job) }
     }
 
-    /// The next job to run, marked running. A continuation met while a job runs (this is a job
-    /// running the mailbox from inside itself) would run before that job has returned: it waits
-    /// in `deferred` until no job runs.
+    /// The next job to run, marked running; none while a job runs (see `runPending`).
     private func take(endingDrain: Bool) -> Job? {
         lock.withLock {
-            while head < jobs.count {
-                let job = jobs[head]
-                head += 1
-                if job.kind.isEmpty && !running.isEmpty {
-                    deferred.append(job)
-                    continue
-                }
-                running.append((.current, job.kind))
-                return job
+            guard running == nil else { return nil }
+            guard head < jobs.count else {
+                if endingDrain { scheduled = false }
+                // Compacted only when empty: the array is reused.
+                jobs.removeAll(keepingCapacity: true)
+                head = 0
+                return nil
             }
-            if endingDrain { scheduled = false }
-            // Compacted only when empty: the array is reused.
-            jobs.removeAll(keepingCapacity: true)
-            head = 0
-            return nil
+            let job = jobs[head]
+            head += 1
+            running = .current
+            runningKind = job.kind
+            return job
         }
     }
 
     private func run(_ job: Job) {
         job.body()
-        let continuations = lock.withLock { () -> [Job] in
-            _ = running.popLast()
-            guard running.isEmpty, !deferred.isEmpty else { return [] }
-            defer { deferred = [] }
-            return deferred
-        }
-        for continuation in continuations { continuation.body() }
+        lock.withLock { running = nil }
     }
 }
 

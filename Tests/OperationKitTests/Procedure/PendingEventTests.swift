@@ -63,18 +63,20 @@ struct PendingEventTests {
         #expect(await queue.empties())
     }
 
-    @Test("produce before .execute from a will-execute observer: added before the work runs")
-    func beforeExecuteFromWillExecute() async throws {
+    @Test("produce before .execute from a will-execute observer: added before the work runs (also from an observer on an event queue)",
+          arguments: [false, true])
+    func beforeExecuteFromWillExecute(onEventQueue: Bool) async throws {
         let queue = ConcurrentOperationQueue(name: "pending-will-execute")
         let produced = ClosureOperation(name: "produced") {}
         let addedWhenWorking = Recorder<Bool>()
         let procedure = ClosureProcedure<Void>(name: "producer") { addedWhenWorking.record(wasAdded(produced, to: queue)) }
         let failures = Recorder<String>()
         let log = AddEventLog()
-        try procedure.addObserver(log.observer { event, procedure, _ in
+        let observer = log.observer { event, procedure, _ in
             guard event == "willExecute" else { return }
             do { try procedure.produce(produced, before: .execute) } catch { failures.record("\(error)") }
-        })
+        }
+        try procedure.addObserver(onEventQueue ? observer.on(DispatchQueue(label: "will-execute")) : observer)
         try queue.addOperation(procedure)
         #expect(await log.finishes())
         #expect(failures.values.isEmpty)
@@ -86,15 +88,16 @@ struct PendingEventTests {
         #expect(await queue.empties())
     }
 
-    @Test("produce before .finish from a will-finish observer: added before the procedure finishes, did add before did finish")
-    func beforeFinishFromWillFinish() async throws {
+    @Test("produce before .finish from a will-finish observer: added before the procedure finishes, did add before did finish (also from an observer on an event queue)",
+          arguments: [false, true])
+    func beforeFinishFromWillFinish(onEventQueue: Bool) async throws {
         let queue = ConcurrentOperationQueue(name: "pending-will-finish")
         let produced = ClosureOperation(name: "produced") {}
         let procedure = ClosureProcedure<Void>(name: "producer") {}
         let failures = Recorder<String>()
         let addedAtDidFinish = Recorder<Bool>()
         let log = AddEventLog()
-        try procedure.addObserver(log.observer { event, procedure, _ in
+        let observer = log.observer { event, procedure, _ in
             if event == "willFinish" {
                 do { try procedure.produce(produced, before: .finish) } catch { failures.record("\(error)") }
                 // A plain produce is refused here: the procedure is finishing.
@@ -102,7 +105,8 @@ struct PendingEventTests {
                 if plain?.code != .notExecuting { failures.record("plain produce: \(String(describing: plain))") }
             }
             if event == "didFinish" { addedAtDidFinish.record(wasAdded(produced, to: queue)) }
-        })
+        }
+        try procedure.addObserver(onEventQueue ? observer.on(DispatchQueue(label: "will-finish")) : observer)
         try queue.addOperation(procedure)
         #expect(await log.finishes())
         #expect(failures.values.isEmpty)

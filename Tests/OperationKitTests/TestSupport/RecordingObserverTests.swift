@@ -1,5 +1,6 @@
 // Tests of the test kit's RecordingObserver: what it records for each kind of run, and that
 // each of its checks passes for a good sequence of events and records an issue for a bad one.
+import Dispatch
 import OperationKit
 import OperationKitTestSupport
 import Testing
@@ -44,10 +45,26 @@ struct RecordingObserverTests {
         #expect(observer.expectNever(.willExecute, .didExecute, of: cancelled))
         #expect(observer.events(of: cancelled).first { $0.kind == .didCancel }?.errors.count == 1)
         #expect(observer.events(of: failing).last?.errors.count == 1)
-        #expect(observer.expectOrder([.willExecute, .didProduce, .willFinish], of: producing))
+        #expect(observer.expectOrder([.willExecute, .willAdd, .didAdd, .didProduce, .willFinish], of: producing))
+        #expect(observer.events(of: producing).first { $0.kind == .willAdd }?.producedName == "child")
         #expect(observer.events(of: producing).first { $0.kind == .didProduce }?.producedName == "child")
         for procedure in [cancelled, failing, producing] { #expect(observer.expectValidLifecycle(of: procedure)) }
         #expect(observer.kinds.count(where: { $0 == .didFinish }) == 3)
+        await expectFinished(child)
+    }
+
+    @Test("told on an event queue: the same events, in order, complete once the wait returns")
+    func onAnEventQueue() async throws {
+        let queue = ConcurrentOperationQueue(name: "kit-observer-event-queue")
+        let eventQueue = DispatchQueue(label: "kit-observer-events")
+        let observer = RecordingObserver()
+        let child = ClosureOperation(name: "child") {}
+        let procedure = TestProcedure(name: "producing", produces: child)
+        try procedure.addObserver(observer.on(eventQueue))
+        try queue.addOperation(procedure)
+        try await procedure.finished(within: .seconds(30))
+        #expect(observer.kinds == [.didAttach, .willExecute, .willAdd, .didAdd, .didProduce, .didExecute, .willFinish, .didFinish])
+        #expect(observer.expectValidLifecycle(of: procedure))
         await expectFinished(child)
     }
 
