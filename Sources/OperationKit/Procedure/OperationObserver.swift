@@ -99,11 +99,16 @@ public protocol OperationObserver: Sendable {
     var observedEvents: ProcedureEventKinds { get }
 
     /// The dispatch queue this observer is told its events on, or `nil` (the default) for the
-    /// thread where each event happens. Read once, when the observer is added. The procedure
-    /// waits for each event on that queue (`sync`) — so events stay exactly once and in order,
-    /// and will execute and will finish still come before the procedure goes on — except that an
-    /// event raised on a thread already running on that queue is told there directly (no
-    /// deadlock). Give a serial queue. See also ``OperationObserver/on(_:)``.
+    /// thread where each event happens. Read once, when the observer is added. Give a serial
+    /// queue: the events of one procedure are told there one at a time, exactly once, in order.
+    ///
+    /// The procedure does not go past will execute, will add or will finish until the observer
+    /// has returned from it on that queue, and a wait for the procedure (or its queue) returns
+    /// only once did finish has returned there. The thread delivering the procedure's events
+    /// never waits for the queue, so work on that queue may finish, cancel or produce for the
+    /// procedure without a deadlock; an event raised from the observer's own callback is told
+    /// after that callback returns. Do not block the queue waiting for the procedure. See also
+    /// ``OperationObserver/on(_:)``.
     var eventQueue: DispatchQueue? { get }
 }
 

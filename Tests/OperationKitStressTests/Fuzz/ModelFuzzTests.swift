@@ -324,10 +324,14 @@ final class FuzzRun: @unchecked Sendable {  // fields set up before any operatio
     /// Installed on the queues of odd seeds: the test kit's recording instrument, whose
     /// lifecycle check says whether each operation's events came once each, in order.
     let instrument: RecordingInstrument?
+    /// For seeds divisible by 3: one serial queue on which every procedure's observer is told
+    /// its events (`observer.on(queue)`), so event-queue delivery meets every scenario.
+    let eventQueue: DispatchQueue?
 
     init(_ scenario: FuzzScenario) {
         self.scenario = scenario
         instrument = scenario.seed % 2 == 1 ? RecordingInstrument() : nil
+        eventQueue = scenario.seed % 3 == 0 ? DispatchQueue(label: "fuzz-events-\(scenario.seed)") : nil
     }
 
     func record(_ event: FuzzEvent) { events.record(event) }
@@ -391,7 +395,8 @@ final class FuzzRun: @unchecked Sendable {  // fields set up before any operatio
                     didCancel: { [self] _, _ in record(.observer(index, "didCancel")) },
                     willFinish: { [self] _, _ in record(.observer(index, "willFinish")) },
                     didFinish: { [self] _, _ in record(.observer(index, "didFinish")) })
-                do { try procedure.addObserver(observer) } catch { violations.append("#\(index): addObserver threw \(error)") }
+                let told: any OperationObserver = eventQueue.map { observer.on($0) } ?? observer
+                do { try procedure.addObserver(told) } catch { violations.append("#\(index): addObserver threw \(error)") }
             }
             if node.cancel == .beforeAdd { operation.cancel() }
         }

@@ -140,11 +140,15 @@ struct ProcedureInstrumentTests {
     @Test("a group added to an instrumented queue: its children are told to the same instrument, with the group's queue")
     func groupChildren() throws {
         let (queue, instrument) = Support.instrumentedQueue("group-parent")
-        let first = ClosureOperation(name: "child1") {}
+        // The first child holds the group open until the second is added (else the group may
+        // finish first and refuse it).
+        let added = Gate()
+        let first = ClosureOperation(name: "child1") { _ = added.wait(timeout: .seconds(30)) }
         let group = try GroupOperation(name: "group", operations: [first])
         let second = ClosureOperation(name: "child2") {}
         try queue.addOperation(group)
         try group.addChild(second)
+        added.open()
         Support.drain(queue)
         #expect(instrument.kinds(of: group).first == "added")
         #expect(instrument.kinds(of: group).last == "finished(succeeded)")
