@@ -98,11 +98,13 @@ struct ResultInjectionTests {
         })
         let throwing = ClosureProcedure<String>(name: "throwing") { throw ProcedureTestError(3) }
         try queue.addOperations([synchronous, asynchronous, throwing], waitUntilFinished: false)
-        #expect(await synchronous.finishes())
-        #expect(await throwing.finishes())
+        // Looked at as soon as its body has started (the longer the test waits before looking,
+        // the likelier a starved machine lets the gate's bounded wait run out first).
         #expect(await started.opens())
         #expect(!asynchronous.isFinished)
         #expect(asynchronous.state == .executing)
+        #expect(await synchronous.finishes())
+        #expect(await throwing.finishes())
         gate.open()
         #expect(await asynchronous.finishes())
         let results = [synchronous, asynchronous, throwing].map { describe($0.result) }
