@@ -116,13 +116,6 @@ struct ObserverOnEventQueue: OperationObserver {
     let base: any OperationObserver
     let mailbox: EventMailbox
 
-    /// `observer`, or a wrapper posting to a new mailbox on its event queue if it has one.
-    static func wrapping(_ observer: any OperationObserver) -> (any OperationObserver, EventMailbox?) {
-        guard let queue = observer.eventQueue else { return (observer, nil) }
-        let mailbox = EventMailbox(queue: queue)
-        return (ObserverOnEventQueue(base: observer, mailbox: mailbox), mailbox)
-    }
-
     var observedEvents: ProcedureEventKinds { base.observedEvents }
 
     func didAttach(to procedure: ProcedureOperation) {

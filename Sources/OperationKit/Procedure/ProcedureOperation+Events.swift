@@ -165,7 +165,16 @@ extension ProcedureOperation {
     public func addObserver(_ observer: any OperationObserver) throws(OperationError) {
         // An observer that asks for an event queue is told through a wrapper that posts to it
         // (asked once, here: the delivery path stays the same for every other observer).
-        let (observer, mailbox) = ObserverOnEventQueue.wrapping(observer)
+        if let queue = observer.eventQueue {
+            let mailbox = EventMailbox(queue: queue)
+            try addObserver(ObserverOnEventQueue(base: observer, mailbox: mailbox), mailbox: mailbox)
+        } else {
+            try addObserver(observer, mailbox: nil)
+        }
+    }
+
+    /// Adds `observer` (see the public method), whose events go to `mailbox` if it has one.
+    private func addObserver(_ observer: any OperationObserver, mailbox: EventMailbox?) throws(OperationError) {
         let (event, state) = machine.lock.withLock { () -> (EventDisposition?, ProcedureState) in
             guard procedureLifecycle.acceptsObservers && !machine.lifecycle.isFinished else {
                 return (nil, procedureLifecycle.state)
