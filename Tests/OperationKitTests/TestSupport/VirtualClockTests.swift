@@ -87,11 +87,13 @@ struct VirtualClockTests {
         let fired = Latch()
         let cancelled = Recorder<Int>()
         clock.schedule(after: .milliseconds(1)) { fired.countDown() }
-        clock.schedule(after: .zero) { cancelled.record(1) }.cancel()
+        // Cancelled well before its deadline: a deadline of zero could pass (and the call begin,
+        // which a cancel does not stop) before the cancel, as it once did in a CI run.
+        clock.schedule(after: .milliseconds(300)) { cancelled.record(1) }.cancel()
         #expect(fired.wait(timeout: .seconds(30)))
-        // A second timer scheduled after the cancelled one shows the cancelled one had its turn.
+        // A later timer shows the cancelled one had its turn.
         let after = Latch()
-        clock.schedule(after: .milliseconds(5)) { after.countDown() }
+        clock.schedule(after: .milliseconds(600)) { after.countDown() }
         #expect(after.wait(timeout: .seconds(30)))
         #expect(cancelled.values.isEmpty)
     }
