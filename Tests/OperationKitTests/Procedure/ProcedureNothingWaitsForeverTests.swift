@@ -26,8 +26,10 @@ struct ProcedureNothingWaitsForeverTests {
         // B: fails at once.
         try procedure.addCondition(RecordingCondition("B", evaluations, .failed(ProcedureTestError(5))))
         try queue.addOperation(procedure)
-        let neverEnding = try #require(produced.values.first as? ProcedureAwaitingFinish)
         #expect(await procedure.finished.opens(within: Self.bound), "the procedure waited for A's produced dependency")
+        // Made by the add, or, if a worker took the procedure first, by that worker before it
+        // evaluated anything: made by now, not necessarily when the add returned.
+        let neverEnding = try #require(produced.values.first as? ProcedureAwaitingFinish)
         #expect(procedure.isCancelled)
         #expect(errorIDs(procedure.errors) == [5])
         #expect(procedure.willExecuteCalls.value == 0)
