@@ -1,5 +1,5 @@
-// OperationKit (ClosureOperation, and ClosureProcedure with a condition and an observer) against
-// Foundation's OperationQueue and raw Dispatch.
+// OperationKit (ClosureOperation, ClosureProcedure with a condition and an observer, AsyncOperation)
+// against Foundation's OperationQueue, raw Dispatch and the benchmark's own minimal scheduler (a floor).
 //
 //   swift run -c release --package-path Benchmarks OperationKitBenchmarks            full sizes
 //   swift run -c release --package-path Benchmarks OperationKitBenchmarks --quick    CI sizes
