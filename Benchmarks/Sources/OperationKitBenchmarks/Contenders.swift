@@ -27,16 +27,25 @@ protocol Contender {
     /// Hands a fully wired graph to the scheduler and returns once every node has finished.
     func run(_ nodes: [Node])
 
+    /// Whether the contender can suspend and cancel (S5); the minimal scheduler cannot.
+    static var supportsCancellation: Bool { get }
+
     /// Runs `body` `count` times with no dependencies and returns once all runs are done.
     func runIndependent(count: Int, body: @escaping @Sendable () -> Void)
 
+    /// The same as `runIndependent`, but each unit is made and handed to the scheduler on its own (one
+    /// `addOperation` per operation, as a Foundation user writes it), then the caller waits for all.
+    func runIndependentOneByOne(count: Int, body: @escaping @Sendable () -> Void)
+
     /// Submits `count` units while the scheduler is suspended, optionally cancels them all, resumes and waits.
     ///
-    /// `beforeCreating` is called after the caller-side array is reserved and before the first unit is made;
-    /// `afterAdding` once every unit has been handed to the (still suspended) scheduler.
+    /// With `oneByOne`, each unit is handed over as soon as it is made (one `addOperation` each); otherwise
+    /// all of them at once. `beforeCreating` is called after the caller-side array is reserved and before the
+    /// first unit is made; `afterAdding` once every unit has been handed to the (still suspended) scheduler.
     func runSuspended(
         count: Int,
         cancelling: Bool,
+        oneByOne: Bool,
         body: @escaping @Sendable () -> Void,
         beforeCreating: () -> Void,
         afterAdding: () -> Void
@@ -49,10 +58,36 @@ protocol Contender {
 }
 
 extension Contender {
+    static var supportsCancellation: Bool { true }
+
     func verify(finished: Int, conditionsEvaluated: Int, in what: String) {}
 
-    func runSuspended(count: Int, cancelling: Bool, body: @escaping @Sendable () -> Void) {
-        runSuspended(count: count, cancelling: cancelling, body: body, beforeCreating: {}, afterAdding: {})
+    func runSuspended(
+        count: Int,
+        cancelling: Bool,
+        oneByOne: Bool = false,
+        body: @escaping @Sendable () -> Void
+    ) {
+        runSuspended(
+            count: count, cancelling: cancelling, oneByOne: oneByOne, body: body, beforeCreating: {}, afterAdding: {}
+        )
+    }
+
+    func runSuspended(
+        count: Int,
+        cancelling: Bool,
+        body: @escaping @Sendable () -> Void,
+        beforeCreating: () -> Void,
+        afterAdding: () -> Void
+    ) {
+        runSuspended(
+            count: count,
+            cancelling: cancelling,
+            oneByOne: false,
+            body: body,
+            beforeCreating: beforeCreating,
+            afterAdding: afterAdding
+        )
     }
 }
 
@@ -61,6 +96,8 @@ extension Contender {
 /// The shared shape of OperationKit's and Foundation's queues: both contenders are driven identically.
 protocol QueueContender: Contender {
     func add(_ nodes: [Node])
+    /// Adds one node on its own (`addOperation(_:)`).
+    func addOne(_ node: Node)
     func waitForAll()
     func setSuspended(_ suspended: Bool)
     func cancelAll()
@@ -81,21 +118,36 @@ extension QueueContender {
         run(nodes)
     }
 
+    func runIndependentOneByOne(count: Int, body: @escaping @Sendable () -> Void) {
+        for _ in 0..<count {
+            addOne(makeNode(body))
+        }
+        waitForAll()
+    }
+
     func runSuspended(
         count: Int,
         cancelling: Bool,
+        oneByOne: Bool,
         body: @escaping @Sendable () -> Void,
         beforeCreating: () -> Void,
         afterAdding: () -> Void
     ) {
         setSuspended(true)
-        var nodes: [Node] = []
-        nodes.reserveCapacity(count)
-        beforeCreating()
-        for _ in 0..<count {
-            nodes.append(makeNode(body))
+        if oneByOne {
+            beforeCreating()
+            for _ in 0..<count {
+                addOne(makeNode(body))
+            }
+        } else {
+            var nodes: [Node] = []
+            nodes.reserveCapacity(count)
+            beforeCreating()
+            for _ in 0..<count {
+                nodes.append(makeNode(body))
+            }
+            add(nodes)
         }
-        add(nodes)
         afterAdding()
         if cancelling {
             cancelAll()
@@ -142,6 +194,14 @@ extension OperationKitQueueContender {
         }
     }
 
+    func addOne(_ node: ConcurrentOperation) {
+        do {
+            try queue.addOperation(node)
+        } catch {
+            fail("\(Self.name) refused an operation: \(error)")
+        }
+    }
+
     func waitForAll() {
         queue.waitUntilAllOperationsAreFinishedBlocking()
     }
@@ -163,6 +223,19 @@ struct OperationKitContender: OperationKitQueueContender {
 
     func makeNode(_ body: @escaping @Sendable () -> Void) -> ConcurrentOperation {
         ClosureOperation(body)
+    }
+}
+
+/// OperationKit's `AsyncOperation<Void>` running the same (synchronous) body from its async closure, on a
+/// `ConcurrentOperationQueue` with the default concurrency (made by `makeAsyncOperation(_:)`, as in the
+/// Swift concurrency section).
+struct AsyncOperationContender: OperationKitQueueContender {
+    static let name = "OK async"
+
+    let queue = ConcurrentOperationQueue(name: "bench")
+
+    func makeNode(_ body: @escaping @Sendable () -> Void) -> ConcurrentOperation {
+        makeAsyncOperation { body() }
     }
 }
 
@@ -245,6 +318,10 @@ struct FoundationContender: QueueContender {
         queue.addOperations(nodes, waitUntilFinished: false)
     }
 
+    func addOne(_ node: Foundation.Operation) {
+        queue.addOperation(node)
+    }
+
     func waitForAll() {
         queue.waitUntilAllOperationsAreFinished()
     }
@@ -318,9 +395,16 @@ struct DispatchContender: Contender {
         group.wait()
     }
 
+    /// Dispatch's S1 already submits one block per item; one by one is the same code.
+    func runIndependentOneByOne(count: Int, body: @escaping @Sendable () -> Void) {
+        runIndependent(count: count, body: body)
+    }
+
+    /// Dispatch's S5 already submits each work item as it is made, so `oneByOne` changes nothing.
     func runSuspended(
         count: Int,
         cancelling: Bool,
+        oneByOne: Bool,
         body: @escaping @Sendable () -> Void,
         beforeCreating: () -> Void,
         afterAdding: () -> Void

@@ -97,13 +97,27 @@ struct ResultRow {
     let dispatch: Double
     /// `ClosureProcedure`s with one satisfied condition and one observer, on a `ConcurrentOperationQueue`.
     let procedure: Double
+    /// `AsyncOperation`s running the same body, on a `ConcurrentOperationQueue`.
+    let asyncOperation: Double
+    /// The benchmark's own minimal scheduler; nil where it does not apply (S5: no cancellation).
+    let minimal: Double?
 }
 
-/// The comparison as a Markdown table; ratios are OperationKit's median divided by the other's.
+/// A ratio, or "—" when there is no denominator.
+private func ratio(_ numerator: Double, _ denominator: Double?) -> String {
+    guard let denominator else {
+        return "—"
+    }
+    return format(numerator / denominator)
+}
+
+/// The comparison as a Markdown table; ratios are OperationKit's (`ClosureOperation`'s) median divided by
+/// the other's. "OK/minimal" is the distance to the benchmark's own minimal scheduler.
 func markdownTable(_ rows: [ResultRow]) -> [String] {
     var lines = [
-        "| scenario | OperationKit ms | Foundation ms | Dispatch ms | OK/Foundation | OK/Dispatch |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| scenario | OperationKit ms | Foundation ms | Dispatch ms | minimal ms | OK/Foundation | OK/Dispatch "
+            + "| OK/minimal |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows {
         let cells = [
@@ -111,8 +125,10 @@ func markdownTable(_ rows: [ResultRow]) -> [String] {
             format(row.operationKit),
             format(row.foundation),
             format(row.dispatch),
+            row.minimal.map { format($0) } ?? "—",
             format(row.operationKit / row.foundation),
             format(row.operationKit / row.dispatch),
+            ratio(row.operationKit, row.minimal),
         ]
         lines.append("| " + cells.joined(separator: " | ") + " |")
     }
@@ -127,8 +143,8 @@ let procedureTarget = 2.0
 func procedureTable(_ rows: [ResultRow]) -> [String] {
     var lines = [
         "| scenario | OperationKit ms | OK procedure ms | procedure/OK (target <= \(format(procedureTarget, decimals: 1))) "
-            + "| procedure/Foundation |",
-        "|---|---:|---:|---:|---:|",
+            + "| procedure/Foundation | OK async ms | async/OK |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows {
         let ratio = row.procedure / row.operationKit
@@ -138,6 +154,8 @@ func procedureTable(_ rows: [ResultRow]) -> [String] {
             format(row.procedure),
             format(ratio) + (ratio > procedureTarget ? " (over)" : ""),
             format(row.procedure / row.foundation),
+            format(row.asyncOperation),
+            format(row.asyncOperation / row.operationKit),
         ]
         lines.append("| " + cells.joined(separator: " | ") + " |")
     }

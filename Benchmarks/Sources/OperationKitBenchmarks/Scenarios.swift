@@ -18,18 +18,28 @@ struct Sizes {
     var runs: Int { quick ? 3 : 5 }
 }
 
-/// The scenarios of the comparison table.
+/// The scenarios of the comparison table, in the order they run and are printed. S1 and S5 come twice:
+/// batched (one `addOperations` call) and one by one (one `addOperation` per operation).
 enum Scenario: CaseIterable {
     case independent
+    case independentOneByOne
     case chain
     case fanIn
     case layers
     case cancelled
+    case cancelledOneByOne
+
+    /// Whether the scenario needs suspension and cancellation (the minimal scheduler has neither).
+    var needsCancellation: Bool {
+        self == .cancelled || self == .cancelledOneByOne
+    }
 
     func title(_ sizes: Sizes) -> String {
         switch self {
         case .independent:
             return "S1 \(sizes.independent) independent"
+        case .independentOneByOne:
+            return "S1 one-by-one, \(sizes.independent) independent"
         case .chain:
             return "S2 chain of \(sizes.chain)"
         case .fanIn:
@@ -39,6 +49,8 @@ enum Scenario: CaseIterable {
             return "S4 \(sizes.layers) layers of \(sizes.layerWidth) (\(edges) edges)"
         case .cancelled:
             return "S5 \(sizes.cancelled) cancelled while suspended"
+        case .cancelledOneByOne:
+            return "S5 one-by-one, \(sizes.cancelled) cancelled while suspended"
         }
     }
 
@@ -47,6 +59,8 @@ enum Scenario: CaseIterable {
         switch self {
         case .independent:
             return runIndependent(C.self, count: sizes.independent)
+        case .independentOneByOne:
+            return runIndependent(C.self, count: sizes.independent, oneByOne: true)
         case .chain:
             return runChain(C.self, length: sizes.chain)
         case .fanIn:
@@ -55,6 +69,8 @@ enum Scenario: CaseIterable {
             return runLayers(C.self, layers: sizes.layers, width: sizes.layerWidth)
         case .cancelled:
             return runCancelled(C.self, count: sizes.cancelled)
+        case .cancelledOneByOne:
+            return runCancelled(C.self, count: sizes.cancelled, oneByOne: true)
         }
     }
 }
@@ -137,15 +153,20 @@ func milliseconds(_ duration: Duration) -> Double {
     return Double(seconds) * 1_000 + Double(attoseconds) / 1e15
 }
 
-/// S1: `count` bodies with no dependencies.
-func runIndependent<C: Contender>(_: C.Type, count: Int) -> Double {
+/// S1: `count` bodies with no dependencies, added in one batch or (`oneByOne`) one at a time.
+func runIndependent<C: Contender>(_: C.Type, count: Int, oneByOne: Bool = false) -> Double {
     let contender = C()
     let probe = Probe()
+    let what = oneByOne ? "S1 one-by-one on \(C.name)" : "S1 on \(C.name)"
     let start = ContinuousClock.now
-    contender.runIndependent(count: count) { probe.tick() }
+    if oneByOne {
+        contender.runIndependentOneByOne(count: count) { probe.tick() }
+    } else {
+        contender.runIndependent(count: count) { probe.tick() }
+    }
     let elapsed = start.duration(to: .now)
-    probe.verify(executed: count, in: "S1 on \(C.name)")
-    contender.verify(finished: count, conditionsEvaluated: count, in: "S1 on \(C.name)")
+    probe.verify(executed: count, in: what)
+    contender.verify(finished: count, conditionsEvaluated: count, in: what)
     return milliseconds(elapsed)
 }
 
@@ -223,15 +244,17 @@ func runLayers<C: Contender>(_: C.Type, layers: Int, width: Int) -> Double {
     return milliseconds(elapsed)
 }
 
-/// S5: `count` units added to a suspended scheduler, all cancelled, then resumed and drained; none may run.
-func runCancelled<C: Contender>(_: C.Type, count: Int) -> Double {
+/// S5: `count` units added (in one batch or one by one) to a suspended scheduler, all cancelled, then
+/// resumed and drained; none may run.
+func runCancelled<C: Contender>(_: C.Type, count: Int, oneByOne: Bool = false) -> Double {
     let contender = C()
     let probe = Probe()
+    let what = oneByOne ? "S5 one-by-one on \(C.name)" : "S5 on \(C.name)"
     let start = ContinuousClock.now
-    contender.runSuspended(count: count, cancelling: true) { probe.tick() }
+    contender.runSuspended(count: count, cancelling: true, oneByOne: oneByOne) { probe.tick() }
     let elapsed = start.duration(to: .now)
-    probe.verify(executed: 0, in: "S5 on \(C.name)")
+    probe.verify(executed: 0, in: what)
     // Cancelled before they started: every one finishes, none evaluates its conditions.
-    contender.verify(finished: count, conditionsEvaluated: 0, in: "S5 on \(C.name)")
+    contender.verify(finished: count, conditionsEvaluated: 0, in: what)
     return milliseconds(elapsed)
 }

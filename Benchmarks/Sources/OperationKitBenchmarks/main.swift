@@ -1,5 +1,5 @@
-// OperationKit (ClosureOperation, and ClosureProcedure with a condition and an observer) against
-// Foundation's OperationQueue and raw Dispatch.
+// OperationKit (ClosureOperation, ClosureProcedure with a condition and an observer, AsyncOperation)
+// against Foundation's OperationQueue, raw Dispatch and the benchmark's own minimal scheduler (a floor).
 //
 //   swift run -c release --package-path Benchmarks OperationKitBenchmarks            full sizes
 //   swift run -c release --package-path Benchmarks OperationKitBenchmarks --quick    CI sizes
@@ -31,7 +31,7 @@ func summarize(_ name: String, _ samples: [Double], plan: Plan) -> Double {
     return result
 }
 
-/// Runs `scenario` on all four contenders and returns the medians.
+/// Runs `scenario` on all six contenders (the minimal scheduler only where it applies) and returns the medians.
 ///
 /// The contenders take turns run by run, so a burst of load from elsewhere on the machine hits all of them
 /// alike instead of skewing whichever happened to run during it.
@@ -39,37 +39,55 @@ func measure(_ scenario: Scenario, sizes: Sizes, foundationPlan: Plan) -> Result
     let plan = Plan(warmUp: true, runs: sizes.runs)
     _ = scenario.run(on: OperationKitContender.self, sizes: sizes)
     _ = scenario.run(on: ProcedureContender.self, sizes: sizes)
+    _ = scenario.run(on: AsyncOperationContender.self, sizes: sizes)
     if foundationPlan.warmUp {
         _ = scenario.run(on: FoundationContender.self, sizes: sizes)
     }
     _ = scenario.run(on: DispatchContender.self, sizes: sizes)
+    let withMinimal = MinimalContender.supportsCancellation || !scenario.needsCancellation
+    if withMinimal {
+        _ = scenario.run(on: MinimalContender.self, sizes: sizes)
+    }
     var operationKit: [Double] = []
     var procedure: [Double] = []
+    var asyncOperation: [Double] = []
     var foundation: [Double] = []
     var dispatch: [Double] = []
+    var minimal: [Double] = []
     for round in 0..<max(plan.runs, foundationPlan.runs) {
         if round < plan.runs {
             operationKit.append(scenario.run(on: OperationKitContender.self, sizes: sizes))
             procedure.append(scenario.run(on: ProcedureContender.self, sizes: sizes))
+            asyncOperation.append(scenario.run(on: AsyncOperationContender.self, sizes: sizes))
         }
         if round < foundationPlan.runs {
             foundation.append(scenario.run(on: FoundationContender.self, sizes: sizes))
         }
         if round < plan.runs {
             dispatch.append(scenario.run(on: DispatchContender.self, sizes: sizes))
+            if withMinimal {
+                minimal.append(scenario.run(on: MinimalContender.self, sizes: sizes))
+            }
         }
     }
     // Printed in the order the contenders run.
     let operationKitMedian = summarize(OperationKitContender.name, operationKit, plan: plan)
     let procedureMedian = summarize(ProcedureContender.name, procedure, plan: plan)
+    let asyncMedian = summarize(AsyncOperationContender.name, asyncOperation, plan: plan)
     let foundationMedian = summarize(FoundationContender.name, foundation, plan: foundationPlan)
     let dispatchMedian = summarize(DispatchContender.name, dispatch, plan: plan)
+    let minimalMedian = withMinimal ? summarize(MinimalContender.name, minimal, plan: plan) : nil
+    if !withMinimal {
+        report("  \(MinimalContender.name.padding(toLength: 13, withPad: " ", startingAt: 0)) —  (no cancellation)")
+    }
     return ResultRow(
         title: scenario.title(sizes),
         operationKit: operationKitMedian,
         foundation: foundationMedian,
         dispatch: dispatchMedian,
-        procedure: procedureMedian
+        procedure: procedureMedian,
+        asyncOperation: asyncMedian,
+        minimal: minimalMedian
     )
 }
 
@@ -185,7 +203,7 @@ if !sizes.quick {
 report("Linear scaling, OperationKit S2(\(2 * chainLength)) / S2(\(chainLength)): "
     + "\(format(longChain)) ms / \(format(shortChain)) ms = \(format(scaling)) (target <= 2.2)")
 report()
-report("### ProcedureOperation against ConcurrentOperation (target: procedure / OK <= \(format(procedureTarget, decimals: 1)))")
+report("### ProcedureOperation and AsyncOperation against ClosureOperation (target: procedure / OK <= \(format(procedureTarget, decimals: 1)))")
 report()
 procedureTable(rows).forEach { report($0) }
 report()
