@@ -32,7 +32,7 @@ public final class ClosureOperation: ConcurrentOperation, @unchecked Sendable {
     // starts), then read and cleared by `execute()`, which runs at most once, or — for an
     // operation cancelled before it started, whose `execute()` never runs — cleared by
     // `didFinishWithoutExecuting()`; the queue's and the state machine's locks order those accesses.
-    private var body: Body?
+    @exclusivity(unchecked) private var body: Body?
 
     /// Creates an operation that runs `block` and finishes when it returns.
     ///

@@ -57,7 +57,7 @@ extension ConcurrentOperation {
     /// the operation. With `holdsTail`, waits that begin from now on wait for the tail too.
     @inline(__always)
     final func finishKeepingTail(handOff: FinishHandOff, holdsTail: Bool) -> FinishTail? {
-        let outcome = machine.finish {
+        let outcome = finishLifecycle {
             willBecomeFinishedLocked()
             var taken = Finished(
                 completion: _completionBlock, queue: queueReference, dependencies: _dependencies,

@@ -30,73 +30,36 @@ import Dispatch
 /// called while the machine's lock is held. After finishing, the machine releases its blocks, so
 /// blocks that capture the owner form no lasting retain cycle.
 public final class OperationStateMachine {
-    /// What only a machine created with the public initialiser has. A ``ConcurrentOperation``'s
-    /// machine has none of it (no owner reference, no blocks, a striped lock), which keeps it to
-    /// one small allocation per operation.
-    private final class Standalone {
-        weak var operation: AnyObject?
-        let dispatchQueue: DispatchQueue
-        /// A recursive lock, so that ``OperationStateMachine/withLock(_:)`` may be re-entered.
-        let lock = LockStorage.make(count: 1, recursive: true)
-        // protected by `lock`; released when the machine finishes
-        var execution: (@Sendable () -> Void)?
-        var cancellation: (@Sendable () -> Void)?
-        var finalization: (@Sendable () -> Void)?
-
-        init(operation: AnyObject, dispatchQueue: DispatchQueue) {
-            self.operation = operation
-            self.dispatchQueue = dispatchQueue
-        }
-
-        func releaseBlocks() -> [(@Sendable () -> Void)?] {
-            defer { (execution, cancellation, finalization) = (nil, nil, nil) }
-            return [execution, cancellation, finalization]
-        }
-    }
-
-    private let standalone: Standalone?
-
     /// The operation whose lifecycle this machine models. Held weakly.
-    public var operation: AnyObject? { standalone?.operation }
+    public var operation: AnyObject? { lock.withLock { _operation } }
 
     /// The dispatch queue on which the execution and cancellation blocks run.
-    public var dispatchQueue: DispatchQueue { standalone?.dispatchQueue ?? ConcurrentOperation.defaultDispatchQueue }
+    public let dispatchQueue: DispatchQueue
 
-    /// The machine's one lock: a public machine's own recursive lock, or, for the machine of a
-    /// ``ConcurrentOperation``, the striped lock of its address (never re-entered).
-    var lock: Lock { standalone.map { Lock(owning: $0.lock) } ?? Lock.striped(for: self) }
+    /// A recursive lock, so that ``withLock(_:)`` may be re-entered.
+    private let lockStorage = LockStorage.make(count: 1, recursive: true)
+    /// The machine's one lock.
+    var lock: Lock { Lock(owning: lockStorage) }
 
     // protected by `lock`
-    var lifecycle = OperationLifecycle()
-    /// For the machine of a ``ConcurrentOperation``: when its queue claimed it (a `CoarseClock`
-    /// stamp, 0 before), for snapshots. Declared right after `lifecycle` (two bytes), it fills
-    /// the padding before the next word: the object stays 40 bytes.
-    var addedStamp: UInt32 = 0
-
-    /// For the machine of a ``ConcurrentOperation``: keeps alive the dependency-graph component
-    /// the operation joined (and so every one it was merged into; see `GraphComponent`). Written
-    /// once, by the thread whose exchange set the operation's `graphComponentBits`; never read.
-    /// It lives here because this object's allocation has room for one more word and the
-    /// operation's has none: moving it here keeps a pending `ClosureOperation` one 16-byte heap
-    /// granule smaller.
-    var graphComponentKeepAlive: AnyObject?
-
-    private var executionBlock: (@Sendable () -> Void)? { standalone?.execution }
-    private var cancellationBlock: (@Sendable () -> Void)? { standalone?.cancellation }
-    private var finalizationBlock: (@Sendable () -> Void)? { standalone?.finalization }
+    private weak var _operation: AnyObject?
+    @exclusivity(unchecked) private var lifecycle = OperationLifecycle()
+    // protected by `lock`; released when the machine finishes
+    private var executionBlock: (@Sendable () -> Void)?
+    private var cancellationBlock: (@Sendable () -> Void)?
+    private var finalizationBlock: (@Sendable () -> Void)?
 
     /// Creates a state machine for `operation`, running its blocks on `dispatchQueue`.
+    ///
+    /// (A ``ConcurrentOperation`` does not use one: it is its own state machine, with the same
+    /// `OperationLifecycle` in its own allocation.)
     ///
     /// - Parameters:
     ///   - operation: The object whose lifecycle the machine models; held weakly.
     ///   - dispatchQueue: The queue on which the execution and cancellation blocks run.
     public init(operation: AnyObject, dispatchQueue: DispatchQueue) {
-        standalone = Standalone(operation: operation, dispatchQueue: dispatchQueue)
-    }
-
-    /// The machine of a ``ConcurrentOperation``, which drives it through the internal fast paths.
-    init() {
-        standalone = nil
+        _operation = operation
+        self.dispatchQueue = dispatchQueue
     }
 
     // MARK: State
@@ -116,7 +79,7 @@ public final class OperationStateMachine {
     ///
     /// - Throws: ``OperationError/Code-swift.struct/alreadyStarted`` once the machine has started.
     public func setExecutionBlock(_ block: @escaping @Sendable () -> Void) throws(OperationError) {
-        try configure { $0.execution = block }
+        try configure { $0.executionBlock = block }
     }
 
     /// Sets the block that runs once, on ``dispatchQueue``, when the machine is cancelled.
@@ -124,7 +87,7 @@ public final class OperationStateMachine {
     ///
     /// - Throws: ``OperationError/Code-swift.struct/alreadyStarted`` once the machine has started.
     public func setCancellationBlock(_ block: @escaping @Sendable () -> Void) throws(OperationError) {
-        try configure { $0.cancellation = block }
+        try configure { $0.cancellationBlock = block }
     }
 
     /// Sets the block that runs just before the machine becomes finished, whether or not it was
@@ -132,13 +95,13 @@ public final class OperationStateMachine {
     ///
     /// - Throws: ``OperationError/Code-swift.struct/alreadyStarted`` once the machine has started.
     public func setFinalizationBlock(_ block: @escaping @Sendable () -> Void) throws(OperationError) {
-        try configure { $0.finalization = block }
+        try configure { $0.finalizationBlock = block }
     }
 
-    private func configure(_ body: (Standalone) -> Void) throws(OperationError) {
+    private func configure(_ body: (OperationStateMachine) -> Void) throws(OperationError) {
         let allowed = lock.withLock {
-            guard lifecycle.canConfigure, let standalone else { return false }
-            body(standalone)
+            guard lifecycle.canConfigure else { return false }
+            body(self)
             return true
         }
         if !allowed {
@@ -206,13 +169,6 @@ public final class OperationStateMachine {
         try lock.withLock(body)
     }
 
-    // MARK: Internal fast paths used by ConcurrentOperation
-
-    /// Starts the machine for an owner that runs the work itself on the current thread.
-    func startInline() -> OperationLifecycle.StartAction {
-        lock.withLock { lifecycle.start() }
-    }
-
     /// Finishes the machine and, still under the lock at the moment the state becomes finished,
     /// runs `collect` (which must not call out). The finalization block runs without the lock.
     func finish<Collected>(collect: () -> Collected) -> Result<Collected, OperationError> {
@@ -228,7 +184,8 @@ public final class OperationStateMachine {
                 lock.lock()
             }
             lifecycle.finalized()
-            let released = standalone?.releaseBlocks()
+            let released = [executionBlock, cancellationBlock, finalizationBlock]
+            (executionBlock, cancellationBlock, finalizationBlock) = (nil, nil, nil)
             let collected = collect()
             lock.unlock()
             withExtendedLifetime(released) {}  // the blocks are released here, without the lock
@@ -237,12 +194,10 @@ public final class OperationStateMachine {
     }
 
     var ownerName: String {
-        if let named = operation as? ConcurrentOperation { return named.displayName }
-        if let operation { return "\(type(of: operation))" }
+        if let operation = _operation { return "\(type(of: operation))" }
         return "OperationStateMachine"
     }
 }
 
-// All mutable state is protected by `lock`; `standalone` is immutable (its own mutable fields are
-// protected by `lock` too).
+// All mutable state is protected by `lock`.
 extension OperationStateMachine: @unchecked Sendable {}

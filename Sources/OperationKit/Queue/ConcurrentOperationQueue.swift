@@ -36,40 +36,40 @@ public final class ConcurrentOperationQueue {
     let target: DispatchQueue
     /// The executor that runs the workers instead of `target`, if any; written before any worker
     /// starts (see ConcurrentOperationQueue+Executor.swift).
-    var executor: (any OperationExecutor)?
+    @exclusivity(unchecked) var executor: (any OperationExecutor)?
     /// Whether added operations take this queue's executor or clock for their own queues.
     let settingsToPassOn = Atomic<Bool>(false)
     /// ``main``'s rule: the limit stays 1. Set by the initialiser only.
-    var isSerialOnly = false
+    @exclusivity(unchecked) var isSerialOnly = false
     let lock = Lock()
 
     // protected by `lock`
-    var _name: String?
-    var _maxConcurrentOperationCount = ConcurrentOperationQueue.defaultMaxConcurrentOperationCount
-    var _isSuspended = false
+    @exclusivity(unchecked) var _name: String?
+    @exclusivity(unchecked) var _maxConcurrentOperationCount = ConcurrentOperationQueue.defaultMaxConcurrentOperationCount
+    @exclusivity(unchecked) var _isSuspended = false
     /// Concurrency slots in use: workers looking for work plus operations executing.
-    var activeSlots = 0
-    var ready = ReadyList()
+    @exclusivity(unchecked) var activeSlots = 0
+    @exclusivity(unchecked) var ready = ReadyList()
     /// All operations in the queue that have not finished, linked through `queueNext`. The list
     /// holds one retain on each (taken in `insert`, given back in `operationDidFinish`), and the
     /// queue retains itself while the list is not empty, so that operations can refer to it
     /// without retaining it.
-    var first: Unmanaged<ConcurrentOperation>?
-    var last: Unmanaged<ConcurrentOperation>?
-    var count = 0
-    var waiters: [Waiter] = []
+    @exclusivity(unchecked) var first: Unmanaged<ConcurrentOperation>?
+    @exclusivity(unchecked) var last: Unmanaged<ConcurrentOperation>?
+    @exclusivity(unchecked) var count = 0
+    @exclusivity(unchecked) var waiters: [Waiter] = []
     /// The barrier that operations added now must wait for.
-    var barrier: ConcurrentOperation?
+    @exclusivity(unchecked) var barrier: ConcurrentOperation?
     // protected by lock
     weak var _delegate: (any ConcurrentOperationQueueDelegate)?
     // protected by lock
-    var _eventHandlers: QueueEventHandlers?
+    @exclusivity(unchecked) var _eventHandlers: QueueEventHandlers?
     /// The continuations of ``events`` streams; made by the first stream. It finishes them when
     /// it is released with the queue. Protected by lock.
-    var _eventStreams: QueueEventStreams?
+    @exclusivity(unchecked) var _eventStreams: QueueEventStreams?
     /// The aggregate of its operations' progress; made the first time it is asked for
     /// (ConcurrentOperationQueue+Progress.swift). Protected by lock.
-    var _progressTracker: QueueProgressTracker?
+    @exclusivity(unchecked) var _progressTracker: QueueProgressTracker?
     /// Whether a delegate or event handlers are set: read without the lock on every add and finish.
     let hasListeners = Atomic<Bool>(false)
     /// The ``instrument`` (Observability/OperationInstrument+Telling.swift).
@@ -80,9 +80,9 @@ public final class ConcurrentOperationQueue {
     /// operation; weak, since the owner owns the queue.
     weak var owningProcedure: ProcedureOperation?
     /// The stall watchdog, while one is on (see `ConcurrentOperationQueue+Snapshot`). Protected by lock.
-    var _stallWatchdog: StallWatchdog?
+    @exclusivity(unchecked) var _stallWatchdog: StallWatchdog?
     /// The ``clock``. Protected by lock.
-    var _clock: any OperationClock
+    @exclusivity(unchecked) var _clock: any OperationClock
 
     /// Creates a queue.
     ///
