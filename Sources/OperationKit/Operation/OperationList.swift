@@ -66,6 +66,9 @@ struct SmallList<Storage: SmallListStorage>: RandomAccessCollection, RangeReplac
         case .one(let element):
             if try shouldBeRemoved(element) { storage = Storage(many: []) }
         case .many(var elements):
+            // Empty (the usual case: a finish with no dependents): nothing to do. `Array.removeAll(where:)`
+            // would make the shared empty buffer unique first, which allocates.
+            if elements.isEmpty { return }
             storage = Storage(many: [])
             try elements.removeAll(where: shouldBeRemoved)
             self = SmallList(array: elements)

@@ -148,8 +148,10 @@ extension ConcurrentOperationQueue {
         case willAdd, didAdd, willFinish, didFinish
     }
 
+    /// (Out of line: the callers check `hasListeners` inline, so that a queue nobody listens to
+    /// pays one atomic load per event and no call.)
+    @inline(never)
     private func notify(_ event: QueueEvent, _ operation: ConcurrentOperation) {
-        guard hasListeners.load(ordering: .acquiring) else { return }
         let (delegate, handlers, streams, progress) = lock.withLock {
             (_delegate, _eventHandlers, _eventStreams?.continuations, _progressTracker)
         }
@@ -183,8 +185,20 @@ extension ConcurrentOperationQueue {
         for stream in streams { stream.continuation.yield(element) }
     }
 
-    func notifyDelegate(willAdd operation: ConcurrentOperation) { notify(.willAdd, operation) }
-    func notifyDelegate(didAdd operation: ConcurrentOperation) { notify(.didAdd, operation) }
-    func notifyDelegate(willFinish operation: ConcurrentOperation) { notify(.willFinish, operation) }
-    func notifyDelegate(didFinish operation: ConcurrentOperation) { notify(.didFinish, operation) }
+    @inline(__always)
+    func notifyDelegate(willAdd operation: ConcurrentOperation) {
+        if hasListeners.load(ordering: .acquiring) { notify(.willAdd, operation) }
+    }
+    @inline(__always)
+    func notifyDelegate(didAdd operation: ConcurrentOperation) {
+        if hasListeners.load(ordering: .acquiring) { notify(.didAdd, operation) }
+    }
+    @inline(__always)
+    func notifyDelegate(willFinish operation: ConcurrentOperation) {
+        if hasListeners.load(ordering: .acquiring) { notify(.willFinish, operation) }
+    }
+    @inline(__always)
+    func notifyDelegate(didFinish operation: ConcurrentOperation) {
+        if hasListeners.load(ordering: .acquiring) { notify(.didFinish, operation) }
+    }
 }

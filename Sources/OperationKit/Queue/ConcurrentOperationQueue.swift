@@ -59,7 +59,13 @@ public final class ConcurrentOperationQueue {
     @exclusivity(unchecked) var count = 0
     @exclusivity(unchecked) var waiters: [Waiter] = []
     /// The barrier that operations added now must wait for.
-    @exclusivity(unchecked) var barrier: ConcurrentOperation?
+    @exclusivity(unchecked) var barrier: ConcurrentOperation? {
+        didSet { hasBarrier.store(barrier != nil, ordering: .relaxed) }
+    }
+    /// Whether `barrier` is set, readable without the lock: an add that finds it unset takes no
+    /// lock to read it. (An add racing with ``addBarrierBlock(_:)`` may miss the new barrier;
+    /// it was never ordered with it: it is linked after the barrier read the earlier operations.)
+    let hasBarrier = Atomic<Bool>(false)
     // protected by lock
     weak var _delegate: (any ConcurrentOperationQueueDelegate)?
     // protected by lock
@@ -205,7 +211,7 @@ public final class ConcurrentOperationQueue {
     ///   ``OperationError/Code-swift.struct/dependencyCycle``. The operation was then not added —
     ///   nor were the dependencies its conditions would have produced — and the queue carries on.
     public func addOperation(_ operation: ConcurrentOperation) throws(OperationError) {
-        try add(operation, barrier: lock.withLock { barrier })
+        try add(operation, barrier: hasBarrier.load(ordering: .relaxed) ? lock.withLock { barrier } : nil)
     }
 
     /// Adds one operation that waits for `pendingBarrier` too, if one is given.
@@ -241,7 +247,7 @@ public final class ConcurrentOperationQueue {
         // graph of the benchmark's S4.)
         var accepted: [(ConcurrentOperation, ConcurrentOperation.QueuePriority)] = []
         accepted.reserveCapacity(operations.count)
-        let pendingBarrier = lock.withLock { barrier }
+        let pendingBarrier = hasBarrier.load(ordering: .relaxed) ? lock.withLock { barrier } : nil
         let stamp = CoarseClock.stamp()  // one clock read for the batch
         do {
             for operation in operations {
