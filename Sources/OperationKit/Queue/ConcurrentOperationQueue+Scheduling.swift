@@ -79,13 +79,12 @@ extension ConcurrentOperationQueue {
         operation.readiness.store(0, ordering: .releasing)
     }
 
-    /// Links prepared operations into the queue and releases their `enqueuing` flag.
-    func insert<Operations: Collection<(ConcurrentOperation, ConcurrentOperation.QueuePriority)>>(
+    /// Links prepared operations — at least one — into the queue and releases their `enqueuing` flag.
+    func insert<Operations: Sequence<(ConcurrentOperation, ConcurrentOperation.QueuePriority)>>(
         _ operations: Operations
     ) {
-        if operations.isEmpty { return }
         let spawn = lock.withLock {
-            if count == 0 { _ = Unmanaged.passUnretained(self).retain() }
+            let wasEmpty = count == 0
             for (operation, priority) in operations {
                 operation.queuedPriority = priority
                 let entry = Unmanaged.passRetained(operation)
@@ -97,6 +96,9 @@ extension ConcurrentOperationQueue {
                 let value = operation.readiness.bitwiseAnd(~Readiness.enqueuing, ordering: .acquiringAndReleasing)
                 if Readiness.isRunnable(value.newValue) { ready.push(operation) }
             }
+            // The queue keeps itself alive while it holds operations (none of these can finish
+            // before the lock is let go).
+            if wasEmpty && count > 0 { _ = Unmanaged.passUnretained(self).retain() }
             return reserveWorkers()
         }
         startWorkers(spawn)
