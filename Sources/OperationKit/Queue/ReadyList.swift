@@ -5,8 +5,9 @@
 /// one that a worker already took. `pop` skips those, so no event ever has to search the list.
 struct ReadyList {
     // Unretained: every listed operation is also in its queue's operation list, which retains it.
-    private var heads: [Unmanaged<ConcurrentOperation>?] = Array(repeating: nil, count: 5)
-    private var tails: [Unmanaged<ConcurrentOperation>?] = Array(repeating: nil, count: 5)
+    // Inline (not `Array`s): no uniqueness check or heap access on each push and pop.
+    private var heads = InlineArray<5, Unmanaged<ConcurrentOperation>?>(repeating: nil)
+    private var tails = InlineArray<5, Unmanaged<ConcurrentOperation>?>(repeating: nil)
     /// Entries in the list, stale ones included.
     private(set) var count = 0
 
