@@ -30,22 +30,29 @@ final class WorkflowLock: Sendable {
     }
 }
 
-/// Which lock guards a task: its own until it is added to a workflow, then its workflow's, for
-/// good. The task holds both strongly (the workflow's through a retain taken by the move and
-/// given back by `deinit`), so the lock it points to lives as long as the task.
+/// Which lock guards a task: the lock shared by all the tasks in no workflow until it is added
+/// to a workflow, then its workflow's, for good. The task holds its workflow's lock strongly
+/// (through a retain taken by the move and given back by `deinit`); the shared one lives forever.
+///
+/// Sharing one lock among the tasks not yet added costs a task nothing it needs (a task is read
+/// and set up there only briefly, before it is added) and saves every task a lock of its own.
+/// The order argument above still holds: no code takes the shared lock and then another.
 struct WorkflowTaskLockPointer: ~Copyable {
-    /// The task's own lock, guarding it while it is in no workflow.
-    let own = WorkflowLock()
-    /// The lock that guards the task now: `own`, then its workflow's (retained).
+    /// The lock of every task in no workflow.
+    static let unattached = WorkflowLock()
+    /// The lock that guards the task now: `unattached`, then its workflow's (retained).
     private let current: Atomic<Unmanaged<WorkflowLock>>
 
+    /// `unattached`, guarding the task while it is in no workflow.
+    var own: WorkflowLock { Self.unattached }
+
     init() {
-        current = Atomic(Unmanaged.passUnretained(own))
+        current = Atomic(Unmanaged.passUnretained(Self.unattached))
     }
 
     deinit {
         let lock = current.load(ordering: .acquiring)
-        if lock.takeUnretainedValue() !== own { lock.release() }
+        if lock.takeUnretainedValue() !== Self.unattached { lock.release() }
     }
 
     /// The lock that guards the task now. Under the workflow's lock, comparing it with that lock
@@ -72,8 +79,8 @@ struct WorkflowTaskLockPointer: ~Copyable {
     }
 
     /// Under the workflow's lock `lock`: moves the task under it, unless it was already moved
-    /// (added to a workflow before). Takes the task's own lock inside the workflow's, so a reader
-    /// holding the own lock never sees a half-done move.
+    /// (added to a workflow before). Takes the shared lock inside the workflow's, so a reader
+    /// holding it never sees a half-done move.
     func move(to lock: WorkflowLock, _ prepare: () -> Bool) -> Bool {
         own.lock()
         defer { own.unlock() }
