@@ -1,15 +1,15 @@
 // The workflow locks: one per workflow, guarding its structure and the state of its tasks, and
-// the way a task finds the lock that guards it — its own before it is added, its workflow's after.
+// the way a task finds the lock that guards it — a shared one before it is added, its workflow's after.
 
 import Synchronization
 
-/// The lock of one workflow: its structure and counts, and every field of its tasks. A task in no
-/// workflow has one of its own (``WorkflowTask/withTaskLock(_:)``).
+/// The lock of one workflow: its structure and counts, and every field of its tasks. The tasks in
+/// no workflow share one (``WorkflowTaskLockPointer/unattached``, ``WorkflowTask/withTaskLock(_:)``).
 ///
 /// Two workflows never share a lock, and no code takes two workflow locks at once, except
-/// ``Workflow/add(_:prerequisites:keyedPrerequisites:)``, which takes the task's own lock inside
-/// the workflow's to move the task in; nothing takes a task's own lock and then another, so the
-/// order cannot deadlock. A sub-workflow has its own lock: what a ``SubworkflowTask`` does to its
+/// ``Workflow/add(_:prerequisites:keyedPrerequisites:)``, which takes the shared lock of the tasks
+/// in no workflow inside the workflow's to move the task in; nothing takes that lock and then
+/// another, so the order cannot deadlock. A sub-workflow has its own lock: what a ``SubworkflowTask`` does to its
 /// sub-workflow (start, cancel, retry, reset, reading its state) happens with no other workflow
 /// lock held — in the effects of a change, after the change released its lock.
 final class WorkflowLock: Sendable {
@@ -62,7 +62,7 @@ struct WorkflowTaskLockPointer: ~Copyable {
     }
 
     /// Runs `body` under the lock that guards the task. A lock read before the task moved is
-    /// re-checked once held: the move happens under the task's own lock, so once that lock is
+    /// re-checked once held: the move happens under the shared lock, so once that lock is
     /// held the pointer is either still `own` (the move has not begun) or has moved (try again
     /// with the workflow's lock, which never changes).
     @inline(__always)
