@@ -1,6 +1,7 @@
-// Workflow: the S4 layered graph as a 10,000-task workflow, run, reset and run again, against the
-// same graph built twice from plain ConcurrentOperations (operations run once, so the second run
-// needs new ones). Target: the workflow within 2x.
+// Workflow: S1-S5 as workflows run once against the same graphs of ClosureOperations (target: the
+// workflow within 1.5x on S1-S4; S5 adds to a suspended workflow), and the S4 layered graph as a
+// 10,000-task workflow, run, reset and run again, against the same graph built twice from plain
+// ConcurrentOperations (operations run once, so the second run needs new ones). Target: within 2x.
 
 import Foundation
 import OperationKit
@@ -137,7 +138,9 @@ func workflowReport(sizes: Sizes) -> [String] {
     report("  Workflow       median \(format(workflow)) ms  (\(runs) runs; min \(format(workflowTimes.min() ?? 0)), max \(format(workflowTimes.max() ?? 0)))")
     report("  operations x2  median \(format(operations)) ms  (\(runs) runs; min \(format(operationTimes.min() ?? 0)), max \(format(operationTimes.max() ?? 0)))")
     let edges = (layers - 1) * width * width
-    return [
+    let scenarioRows = workflowScenarioReport(sizes: sizes)
+    return scenarioRows + [
+        "",
         "### Workflow against ConcurrentOperation (target: workflow / operations <= 2.0)",
         "",
         "| graph | workflow: build, run, reset, run ms | operations: build and run twice ms | workflow / operations |",
@@ -145,3 +148,139 @@ func workflowReport(sizes: Sizes) -> [String] {
         "| \(layers) layers of \(width) (\(layers * width) tasks, \(edges) edges) | \(format(workflow)) | \(format(operations)) | \(format(workflow / operations)) |",
     ]
 }
+
+// MARK: - S1-S5 as workflows, run once
+
+/// One task of the workflow contender, with the prerequisites it gets when the graph is handed over
+/// (`Workflow.add` takes a task's prerequisites with the task, and they must be in the workflow first).
+final class WorkflowNode: @unchecked Sendable {  // prerequisites are written only while the graph is built
+    let task: WorkflowTask
+    var prerequisites: [WorkflowTask] = []
+
+    init(_ task: WorkflowTask) {
+        self.task = task
+    }
+}
+
+/// A `Workflow` of `ClosureTask`s (each runs the body, then finishes its run), on the workflow's own
+/// queue with the default concurrency: S1-S4 are built, added in order (every scenario lists a node
+/// after its prerequisites), started once and waited for with the workflow's delegate. S5 adds the
+/// tasks to a suspended workflow, starts it (every task is held), cancels it, resumes it and waits
+/// for its queue.
+struct WorkflowContender: Contender {
+    static let name = "Workflow"
+
+    let workflow = Workflow(name: "bench")
+    private let latch = WorkflowFinishLatch()
+
+    init() {
+        workflow.delegate = latch
+    }
+
+    func makeNode(_ body: @escaping @Sendable () -> Void) -> WorkflowNode {
+        WorkflowNode(ClosureTask(name: "t") { run in
+            body()
+            run.finish(with: nil)
+        })
+    }
+
+    func addDependency(_ node: WorkflowNode, on dependency: WorkflowNode) {
+        node.prerequisites.append(dependency.task)
+    }
+
+    func addDependencies(_ node: WorkflowNode, on dependencies: [WorkflowNode]) {
+        node.prerequisites.append(contentsOf: dependencies.map(\.task))
+    }
+
+    private func add(_ node: WorkflowNode) {
+        do {
+            try workflow.add(node.task, prerequisites: node.prerequisites)
+        } catch {
+            fail("\(Self.name) refused a task: \(error)")
+        }
+    }
+
+    func run(_ nodes: [WorkflowNode]) {
+        for node in nodes { add(node) }
+        workflow.start()
+        latch.semaphore.wait()
+    }
+
+    func runIndependent(count: Int, body: @escaping @Sendable () -> Void) {
+        var nodes: [WorkflowNode] = []
+        nodes.reserveCapacity(count)
+        for _ in 0..<count { nodes.append(makeNode(body)) }
+        run(nodes)
+    }
+
+    /// A workflow adds its tasks one by one anyway; each is added as soon as it is made.
+    func runIndependentOneByOne(count: Int, body: @escaping @Sendable () -> Void) {
+        for _ in 0..<count { add(makeNode(body)) }
+        workflow.start()
+        latch.semaphore.wait()
+    }
+
+    func runSuspended(
+        count: Int,
+        cancelling: Bool,
+        oneByOne: Bool,
+        body: @escaping @Sendable () -> Void,
+        beforeCreating: () -> Void,
+        afterAdding: () -> Void
+    ) {
+        workflow.isSuspended = true
+        beforeCreating()
+        for _ in 0..<count { add(makeNode(body)) }
+        workflow.start()
+        afterAdding()
+        if cancelling { workflow.cancel() }
+        workflow.isSuspended = false
+        if cancelling {
+            workflow.queue.waitUntilAllOperationsAreFinishedBlocking()
+        } else {
+            latch.semaphore.wait()
+        }
+    }
+
+    /// Every task ran once and finished (S1-S4), or none executed and each was cancelled (S5).
+    func verify(finished: Int, conditionsEvaluated: Int, in what: String) {
+        let tasks = workflow.allTasks
+        let expected: WorkflowTaskState = conditionsEvaluated == 0 ? .cancelled : .finished
+        let matching = tasks.count(where: { $0.state == expected })
+        if tasks.count != finished || matching != finished {
+            fail("\(what): \(matching) of \(tasks.count) tasks \(expected), expected \(finished)")
+        }
+    }
+}
+
+/// S1-S5 as workflows against the same graphs of `ClosureOperation`s, taking turns run by run.
+func workflowScenarioReport(sizes: Sizes) -> [String] {
+    let scenarios: [Scenario] = [.independent, .chain, .fanIn, .layers, .cancelled]
+    var rows: [String] = []
+    for scenario in scenarios {
+        report("## Workflow: \(scenario.title(sizes)), run once")
+        _ = scenario.run(on: WorkflowContender.self, sizes: sizes)
+        _ = scenario.run(on: OperationKitContender.self, sizes: sizes)
+        var workflowTimes: [Double] = []
+        var operationTimes: [Double] = []
+        for _ in 0..<sizes.runs {
+            workflowTimes.append(scenario.run(on: WorkflowContender.self, sizes: sizes))
+            operationTimes.append(scenario.run(on: OperationKitContender.self, sizes: sizes))
+        }
+        let plan = Plan(warmUp: true, runs: sizes.runs)
+        let workflow = summarize(WorkflowContender.name, workflowTimes, plan: plan)
+        let operations = summarize(OperationKitContender.name, operationTimes, plan: plan)
+        let ratio = workflow / operations
+        let over = scenario != .cancelled && ratio > workflowTarget ? " (over)" : ""
+        rows.append("| \(scenario.title(sizes)) | \(format(workflow)) | \(format(operations)) | \(format(ratio))\(over) |")
+    }
+    return [
+        "### Workflow against ClosureOperation, run once (target: Workflow / ClosureOperation <= \(format(workflowTarget, decimals: 1)) on S1-S4)",
+        "",
+        "| scenario | Workflow ms | ClosureOperation ms | Workflow / ClosureOperation |",
+        "|---|---:|---:|---:|",
+    ] + rows
+}
+
+/// The most a workflow may cost relative to the same graph of `ClosureOperation`s (S1-S4, run once).
+let workflowTarget = 1.5

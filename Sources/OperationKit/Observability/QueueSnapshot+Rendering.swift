@@ -236,7 +236,7 @@ private struct RenderGraph {
                 case .retryAttempt(_, let attempt):
                     labelled.append((attempt, "attempt"))
                     notes.append(blocker.description)
-                case .evaluatingCondition, .queueSuspended, .externalCondition, .subworkflow, .retryDelay:
+                case .evaluatingCondition, .queueSuspended, .workflowSuspended, .externalCondition, .subworkflow, .retryDelay:
                     notes.append(blocker.description)
                 }
             }

@@ -70,6 +70,9 @@ public struct OperationSnapshot: Sendable, Hashable, Identifiable, CustomStringC
         case exclusiveCategory(String, heldBy: [OperationReference], queuedBehind: [OperationReference])
         /// Its queue (named) is suspended.
         case queueSuspended(String)
+        /// A workflow task whose start is held because its workflow (named) is suspended
+        /// (``Workflow/isSuspended``).
+        case workflowSuspended(String)
         /// Its queue runs at most `limit` operations at once and every slot is taken; `heldBy`
         /// are the operations executing there (the rest of the slots are workers about to start
         /// one).
@@ -104,6 +107,7 @@ public struct OperationSnapshot: Sendable, Hashable, Identifiable, CustomStringC
                     ? "category \(category) queued behind \(names(behind))"
                     : "category \(category) held by \(names(heldBy))"
             case .queueSuspended(let queue): return "queue \(queue) suspended"
+            case .workflowSuspended(let workflow): return "workflow \(workflow) suspended"
             case .concurrencyLimit(let limit, let heldBy):
                 return "concurrency limit \(limit) full: \(names(heldBy))"
             case .children(let references): return "children: \(names(references))"
@@ -129,7 +133,7 @@ public struct OperationSnapshot: Sendable, Hashable, Identifiable, CustomStringC
             case .children(let references): .children(references.map(transform))
             case .prerequisites(let references): .prerequisites(references.map(transform))
             case .retryAttempt(let attempt, let operation): .retryAttempt(attempt, transform(operation))
-            case .evaluatingCondition, .queueSuspended, .externalCondition, .subworkflow, .retryDelay: self
+            case .evaluatingCondition, .queueSuspended, .workflowSuspended, .externalCondition, .subworkflow, .retryDelay: self
             }
         }
 
@@ -145,7 +149,7 @@ public struct OperationSnapshot: Sendable, Hashable, Identifiable, CustomStringC
             case .children(let references): return references.map { ($0, .child) }
             case .prerequisites(let references): return references.map { ($0, .prerequisite) }
             case .retryAttempt(_, let attempt): return [(attempt, .child)]
-            case .evaluatingCondition, .queueSuspended, .externalCondition, .subworkflow, .retryDelay: return []
+            case .evaluatingCondition, .queueSuspended, .workflowSuspended, .externalCondition, .subworkflow, .retryDelay: return []
             }
         }
     }

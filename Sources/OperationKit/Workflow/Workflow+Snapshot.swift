@@ -4,7 +4,9 @@
 extension Workflow {
     /// What the workflow's tasks are doing now: each task with its state, its prerequisites, and
     /// what it waits for (unfinished prerequisites, an external condition not fulfilled, a
-    /// sub-workflow, or — for a task whose run is queued — the queue's limit or suspension).
+    /// sub-workflow, the workflow's suspension for a task whose start it holds, or — for a task
+    /// whose run is queued — the queue's limit or suspension). The snapshot is suspended if the
+    /// workflow (``isSuspended``) or its queue is.
     /// Times come from the task's current run on the queue: since it was queued and since it
     /// started (nil for a task without a run in the queue).
     ///
@@ -19,14 +21,16 @@ extension Workflow {
             let prerequisites: [Int]
             let run: WorkflowRunOperation?
             let unfulfilled: Bool
+            let held: Bool
         }
-        let facts = lock.withLock {
-            tasks.map { task in
+        let (facts, suspended) = lock.withLock {
+            (tasks.map { task in
                 TaskFacts(
                     task: task, state: task.lifecycle.state, prerequisites: task.prerequisiteIndices,
                     run: task.runOperation,
-                    unfulfilled: (task as? ExternalConditionTask).map { $0.fulfilment == nil } ?? false)
-            }
+                    unfulfilled: (task as? ExternalConditionTask).map { $0.fulfilment == nil } ?? false,
+                    held: task.isHeld && task.lifecycle.state == .ready)
+            }, _isSuspended)
         }
         let queued = queue.snapshot(source: .queue, name: queue.displayName, findCycles: false)
         var runs: [ObjectIdentifier: OperationSnapshot] = [:]
@@ -45,6 +49,7 @@ extension Workflow {
             let unfinished = task.prerequisites.filter { facts[$0].state != .finished }.map { references[$0] }
             if task.state == .pending && !unfinished.isEmpty { blockers.append(.prerequisites(unfinished)) }
             if task.unfulfilled && task.state != .finished { blockers.append(.externalCondition(task.task.name)) }
+            if task.held { blockers.append(.workflowSuspended(name)) }
             if task.state == .executing {
                 if let run, run.state != .executing && run.state != .finishing {
                     // The run waits in the queue (its limit, its suspension).
@@ -69,7 +74,7 @@ extension Workflow {
                 dependencies: task.prerequisites.map { references[$0] }, blockers: blockers, children: nil))
         }
         return QueueSnapshot(
-            source: .workflow, name: name, operations: operations, isSuspended: queued.isSuspended,
+            source: .workflow, name: name, operations: operations, isSuspended: suspended || queued.isSuspended,
             maxConcurrentOperationCount: queued.maxConcurrentOperationCount)
     }
 

@@ -29,19 +29,25 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
     /// The lock of the workflow's state and of its tasks' (WorkflowLock.swift).
     let lock = WorkflowLock()
 
-    // protected by lock
-    var tasks: [WorkflowTask] = []
-    var finishedCount = 0
-    var failedCount = 0
-    var sinkCount = 0
-    var finishedSinkCount = 0
+    // protected by lock (the fields every change touches skip the dynamic exclusivity check, as
+    // the task's do: see WorkflowTask)
+    @exclusivity(unchecked) var tasks: [WorkflowTask] = []
+    @exclusivity(unchecked) var finishedCount = 0
+    @exclusivity(unchecked) var failedCount = 0
+    @exclusivity(unchecked) var sinkCount = 0
+    @exclusivity(unchecked) var finishedSinkCount = 0
     weak var _delegate: (any WorkflowDelegate)?
-    var streams: [Int: AsyncStream<WorkflowEvent>.Continuation] = [:]
+    @exclusivity(unchecked) var streams: [Int: AsyncStream<WorkflowEvent>.Continuation] = [:]
     var nextStreamID = 0
     /// Internal listeners (a sub-workflow task listening to its sub-workflow).
-    var listeners: [Int: @Sendable (WorkflowEvent) -> Void] = [:]
+    @exclusivity(unchecked) var listeners: [Int: @Sendable (WorkflowEvent) -> Void] = [:]
     /// How many tasks are executing: 0 means nothing can change without a call from outside.
-    var executingCount = 0
+    @exclusivity(unchecked) var executingCount = 0
+    /// Whether the workflow is suspended (``isSuspended``), and the indices of the tasks whose
+    /// start it holds, in the order they were held (a task may appear again after a reset; its
+    /// `isHeld` flag says whether it is still held).
+    @exclusivity(unchecked) var _isSuspended = false
+    @exclusivity(unchecked) var heldIndices: [Int] = []
     /// Swift tasks awaiting the workflow's outcome (WorkflowAwaiting.swift).
     var awaiters = WorkflowAwaiters<WorkflowOutcome>()
     /// The ``instrument`` (Observability/OperationInstrument+Telling.swift).
@@ -97,12 +103,13 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
         keyedPrerequisites: [String: WorkflowTask] = [:]
     ) throws(OperationError) {
         let required = task.requiredPrerequisiteKeys
-        let missing = required.subtracting(keyedPrerequisites.keys)
+        let missing = required.isEmpty ? required : required.subtracting(keyedPrerequisites.keys)
         if !missing.isEmpty {
             throw OperationError(.missingPrerequisiteKeys, operations: [task.name],
                                  "missing keyed prerequisites: \(missing.sorted().joined(separator: ", "))")
         }
-        let all = prerequisites + keyedPrerequisites.sorted { $0.key < $1.key }.map(\.value)
+        let all = keyedPrerequisites.isEmpty
+            ? prerequisites : prerequisites + keyedPrerequisites.sorted { $0.key < $1.key }.map(\.value)
         if all.contains(where: { $0 === task }) {
             throw OperationError(.dependencyCycle, operations: [task.name, task.name], "a task cannot be its own prerequisite")
         }
@@ -124,18 +131,26 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
             task.workflow = self
             task.index = tasks.count
             tasks.append(task)
-            var seen = Set<Int>()
-            for prerequisite in all where seen.insert(prerequisite.index).inserted {
-                task.prerequisiteIndices.append(prerequisite.index)
+            // A prerequisite given twice counts once: the second time, this task is already its
+            // last dependent.
+            let index = task.index
+            var prerequisiteIndices: [Int] = []
+            prerequisiteIndices.reserveCapacity(all.count)
+            var unfinished = 0
+            for prerequisite in all where prerequisite.dependentIndices.last != index {
+                prerequisiteIndices.append(prerequisite.index)
+                let finished = prerequisite.lifecycle.state == .finished
                 if prerequisite.dependentIndices.isEmpty {
                     // It stops being a sink.
                     sinkCount -= 1
-                    if prerequisite.lifecycle.state == .finished { finishedSinkCount -= 1 }
+                    if finished { finishedSinkCount -= 1 }
                 }
-                prerequisite.dependentIndices.append(task.index)
-                if prerequisite.lifecycle.state != .finished { task.unfinishedPrerequisites += 1 }
+                prerequisite.dependentIndices.append(index)
+                if !finished { unfinished += 1 }
             }
-            task.keyedPrerequisiteIndices = keyedPrerequisites.mapValues(\.index)
+            task.prerequisiteIndices = prerequisiteIndices
+            task.unfinishedPrerequisites = unfinished
+            if !keyedPrerequisites.isEmpty { task.keyedPrerequisiteIndices = keyedPrerequisites.mapValues(\.index) }
             sinkCount += 1
             return (nil, task.lifecycle.prerequisitesChanged(allFinished: task.unfinishedPrerequisites == 0))
         }
@@ -219,7 +234,9 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
 
     /// Tells ``WorkflowEvent/willStart``, then starts every ready task — at first the tasks
     /// without prerequisites; the others start as their prerequisites finish. A task that was
-    /// reset while its prerequisites stayed finished is ready, and starts too.
+    /// reset while its prerequisites stayed finished is ready, and starts too. While the
+    /// workflow ``isSuspended``, the ready tasks are held instead: they stay ready and start when
+    /// it is resumed.
     ///
     /// An empty workflow finishes at once (``WorkflowDelegate/workflowDidFinish(_:)`` and
     /// ``WorkflowEvent/workflowFinished``). A workflow whose tasks have all finished does nothing
@@ -268,17 +285,45 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
         }
     }
 
-    /// Runs `body` under the lock, then performs what it decided without the lock.
-    func perform(_ body: (inout WorkflowTransaction) -> Void) {
-        var transaction = WorkflowTransaction(workflow: self)
-        lock.withLock { body(&transaction) }
-        transaction.performEffects()
+    /// Whether the workflow holds back the start of its tasks, like `OperationQueue.isSuspended`.
+    /// Readable and writable from any thread, at any time; `false` at first.
+    ///
+    /// While suspended, a task that would start — by ``start()``, ``WorkflowTask/start()``, a
+    /// ``retry()``, or its last prerequisite finishing — is held: it stays
+    /// ``WorkflowTaskState/ready`` and no run is queued. Runs already executing go on, and their
+    /// finish releases their dependents into the held set. Cancelling a held task cancels it (it
+    /// will not start); resetting it forgets the start (it waits for the next ``start()``); a
+    /// retried task whose prerequisites have finished is held. An empty workflow started while
+    /// suspended still finishes at once, since nothing is held.
+    ///
+    /// Setting it to `false` starts the held tasks that are still ready, in the order they were
+    /// held, on the calling thread (their ``WorkflowEvent/taskStarted(_:)`` events are told before
+    /// the setter returns). Awaiting a suspended workflow waits; ``snapshot()`` reports it
+    /// suspended and each held task blocked by ``OperationSnapshot/Blocker/workflowSuspended(_:)``,
+    /// which the stall watchdog's report shows. A sub-workflow is not suspended with its parent.
+    public var isSuspended: Bool {
+        get { lock.withLock { _isSuspended } }
+        set {
+            if newValue {
+                lock.withLock { _isSuspended = true }
+            } else {
+                perform { transaction in transaction.resume() }
+            }
+        }
     }
 
-    /// Under the lock: the listeners to tell about an event.
-    func receivers() -> (delegate: (any WorkflowDelegate)?, streams: [AsyncStream<WorkflowEvent>.Continuation],
-                         listeners: [@Sendable (WorkflowEvent) -> Void]) {
-        (_delegate, Array(streams.values), Array(listeners.values))
+    /// Runs `body` under the lock, then performs what it decided without the lock.
+    /// The streams and listeners that get the change's events are read under the same lock, at
+    /// the end of the decisions: a stream made after the change was decided does not get its
+    /// events.
+    func perform(_ body: (inout WorkflowTransaction) -> Void) {
+        var transaction = WorkflowTransaction(workflow: self)
+        lock.withLock {
+            body(&transaction)
+            if !streams.isEmpty { transaction.streams = Array(streams.values) }
+            if !listeners.isEmpty { transaction.listeners = Array(listeners.values) }
+        }
+        transaction.performEffects()
     }
 }
 

@@ -226,14 +226,14 @@ extension WorkflowTransaction {
         guard WorkflowAwaiting.registered.load(ordering: .relaxed) > 0 else { return }
         var resumptions: [() -> Void] = []
         workflow.lock.withLock {
-            for effect in effects {
+            effects.forEachElement { effect in
                 switch effect {
-                case .finished(let task, _), .cancelled(let task):
+                case .finished(let task, _, _), .cancelled(let task, _):
                     task.takeAwaitersLocked(into: &resumptions)
-                case .failed(let task, _):
+                case .failed(let task, _, _):
                     task.takeAwaitersLocked(into: &resumptions)
                     takeBlockedAwaitersLocked(behind: task, into: &resumptions)
-                case .announce, .startRun, .endRun, .retried, .reset, .cancelPassedOn, .workflowFinished:
+                case .announce, .startRun, .retried, .reset, .cancelPassedOn, .workflowFinished:
                     break
                 }
             }

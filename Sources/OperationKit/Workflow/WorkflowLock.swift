@@ -1,15 +1,15 @@
 // The workflow locks: one per workflow, guarding its structure and the state of its tasks, and
-// the way a task finds the lock that guards it — its own before it is added, its workflow's after.
+// the way a task finds the lock that guards it — a shared one before it is added, its workflow's after.
 
 import Synchronization
 
-/// The lock of one workflow: its structure and counts, and every field of its tasks. A task in no
-/// workflow has one of its own (``WorkflowTask/withTaskLock(_:)``).
+/// The lock of one workflow: its structure and counts, and every field of its tasks. The tasks in
+/// no workflow share one (``WorkflowTaskLockPointer/unattached``, ``WorkflowTask/withTaskLock(_:)``).
 ///
 /// Two workflows never share a lock, and no code takes two workflow locks at once, except
-/// ``Workflow/add(_:prerequisites:keyedPrerequisites:)``, which takes the task's own lock inside
-/// the workflow's to move the task in; nothing takes a task's own lock and then another, so the
-/// order cannot deadlock. A sub-workflow has its own lock: what a ``SubworkflowTask`` does to its
+/// ``Workflow/add(_:prerequisites:keyedPrerequisites:)``, which takes the shared lock of the tasks
+/// in no workflow inside the workflow's to move the task in; nothing takes that lock and then
+/// another, so the order cannot deadlock. A sub-workflow has its own lock: what a ``SubworkflowTask`` does to its
 /// sub-workflow (start, cancel, retry, reset, reading its state) happens with no other workflow
 /// lock held — in the effects of a change, after the change released its lock.
 final class WorkflowLock: Sendable {
@@ -30,22 +30,29 @@ final class WorkflowLock: Sendable {
     }
 }
 
-/// Which lock guards a task: its own until it is added to a workflow, then its workflow's, for
-/// good. The task holds both strongly (the workflow's through a retain taken by the move and
-/// given back by `deinit`), so the lock it points to lives as long as the task.
+/// Which lock guards a task: the lock shared by all the tasks in no workflow until it is added
+/// to a workflow, then its workflow's, for good. The task holds its workflow's lock strongly
+/// (through a retain taken by the move and given back by `deinit`); the shared one lives forever.
+///
+/// Sharing one lock among the tasks not yet added costs a task nothing it needs (a task is read
+/// and set up there only briefly, before it is added) and saves every task a lock of its own.
+/// The order argument above still holds: no code takes the shared lock and then another.
 struct WorkflowTaskLockPointer: ~Copyable {
-    /// The task's own lock, guarding it while it is in no workflow.
-    let own = WorkflowLock()
-    /// The lock that guards the task now: `own`, then its workflow's (retained).
+    /// The lock of every task in no workflow.
+    static let unattached = WorkflowLock()
+    /// The lock that guards the task now: `unattached`, then its workflow's (retained).
     private let current: Atomic<Unmanaged<WorkflowLock>>
 
+    /// `unattached`, guarding the task while it is in no workflow.
+    var own: WorkflowLock { Self.unattached }
+
     init() {
-        current = Atomic(Unmanaged.passUnretained(own))
+        current = Atomic(Unmanaged.passUnretained(Self.unattached))
     }
 
     deinit {
         let lock = current.load(ordering: .acquiring)
-        if lock.takeUnretainedValue() !== own { lock.release() }
+        if lock.takeUnretainedValue() !== Self.unattached { lock.release() }
     }
 
     /// The lock that guards the task now. Under the workflow's lock, comparing it with that lock
@@ -55,7 +62,7 @@ struct WorkflowTaskLockPointer: ~Copyable {
     }
 
     /// Runs `body` under the lock that guards the task. A lock read before the task moved is
-    /// re-checked once held: the move happens under the task's own lock, so once that lock is
+    /// re-checked once held: the move happens under the shared lock, so once that lock is
     /// held the pointer is either still `own` (the move has not begun) or has moved (try again
     /// with the workflow's lock, which never changes).
     @inline(__always)
@@ -72,8 +79,8 @@ struct WorkflowTaskLockPointer: ~Copyable {
     }
 
     /// Under the workflow's lock `lock`: moves the task under it, unless it was already moved
-    /// (added to a workflow before). Takes the task's own lock inside the workflow's, so a reader
-    /// holding the own lock never sees a half-done move.
+    /// (added to a workflow before). Takes the shared lock inside the workflow's, so a reader
+    /// holding it never sees a half-done move.
     func move(to lock: WorkflowLock, _ prepare: () -> Bool) -> Bool {
         own.lock()
         defer { own.unlock() }

@@ -39,20 +39,27 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     let lockPointer = WorkflowTaskLockPointer()
 
     // MARK: State (all protected by `withTaskLock`, which is the workflow's lock once added)
+    //
+    // The fields every change reads or writes are `@exclusivity(unchecked)`: they are only
+    // touched under the lock, by code of this module that never overlaps two accesses to one
+    // field, so the runtime's dynamic exclusivity check (a call and a thread-local lookup per
+    // access) proves nothing here; on the layered graph it was a quarter of the instructions.
 
-    var lifecycle = WorkflowTaskLifecycle()
+    @exclusivity(unchecked) var lifecycle = WorkflowTaskLifecycle()
     /// The workflow the task belongs to, and its index there.
     weak var workflow: Workflow?
-    var index = -1
-    var prerequisiteIndices: [Int] = []
+    @exclusivity(unchecked) var index = -1
+    @exclusivity(unchecked) var prerequisiteIndices: [Int] = []
     var keyedPrerequisiteIndices: [String: Int] = [:]
-    var dependentIndices: [Int] = []
-    var unfinishedPrerequisites = 0
-    var _result: (any Sendable)?
-    var _error: (any Error)?
-    var _finishTime: ContinuousClock.Instant?
+    @exclusivity(unchecked) var dependentIndices: [Int] = []
+    @exclusivity(unchecked) var unfinishedPrerequisites = 0
+    /// Whether its start is held while the workflow is suspended (``Workflow/isSuspended``).
+    @exclusivity(unchecked) var isHeld = false
+    @exclusivity(unchecked) var _result: (any Sendable)?
+    @exclusivity(unchecked) var _error: (any Error)?
+    @exclusivity(unchecked) var _finishTime: ContinuousClock.Instant?
     /// The operation running the current run, finished when the run ends.
-    var runOperation: WorkflowRunOperation?
+    @exclusivity(unchecked) var runOperation: WorkflowRunOperation?
     weak var _delegate: (any WorkflowTaskDelegate)?
     /// Swift tasks awaiting the task's outcome (WorkflowAwaiting.swift).
     var awaiters = WorkflowAwaiters<WorkflowTaskOutcome>()
@@ -236,6 +243,13 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     /// The workflow, read under the lock (it is set when the task is added).
     var attachedWorkflow: Workflow? { withTaskLock { workflow } }
 
+    /// The workflow, without the lock on the thread running one of the task's runs (its
+    /// operation holds the workflow, which a task never leaves); elsewhere ``attachedWorkflow``.
+    var workflowForRun: Workflow? {
+        if let operation = ExecutingRun.value, operation.task === self { return operation.workflow }
+        return attachedWorkflow
+    }
+
     /// Runs `body` under the lock that guards the task: its own while it is in no workflow, its
     /// workflow's once added (the two are told apart safely during the move; WorkflowLock.swift).
     @inline(__always)
@@ -278,7 +292,7 @@ public struct WorkflowTaskRun: Sendable {
     /// - Parameter result: The run's result, readable as ``WorkflowTask/result`` and by the
     ///   dependents.
     public func finish(with result: (any Sendable)?) {
-        task.attachedWorkflow?.perform { $0.finish(task, run: number, result: result) }
+        task.workflowForRun?.perform { $0.finish(task, run: number, result: result) }
     }
 
     /// Fails this run with `error`, if it is still the task's current run and executing: the task
@@ -286,7 +300,7 @@ public struct WorkflowTaskRun: Sendable {
     /// the hook and the delegates are called on the calling thread before this returns.
     /// - Parameter error: Why the run failed, readable as ``WorkflowTask/error``.
     public func fail(with error: any Error) {
-        task.attachedWorkflow?.perform { $0.fail(task, run: number, error: error) }
+        task.workflowForRun?.perform { $0.fail(task, run: number, error: error) }
     }
 }
 
@@ -298,11 +312,12 @@ final class WorkflowRunOperation: ConcurrentOperation, @unchecked Sendable {
     /// Keeps the workflow alive while the run is in its queue (tasks hold their workflow weakly).
     let workflow: Workflow
 
+    /// Named after its task (the run's number is ``run``).
     init(task: WorkflowTask, run: Int, workflow: Workflow) {
         self.task = task
         self.run = run
         self.workflow = workflow
-        super.init(name: "\(task.name) run \(run)")
+        super.init(name: task.name)
     }
 
     /// The operation was cancelled on its queue before it executed: the run cannot happen, so the

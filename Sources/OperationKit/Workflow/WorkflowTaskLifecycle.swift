@@ -4,10 +4,10 @@
 ///
 /// | from | to | when |
 /// |---|---|---|
-/// | pending | ready | its last unfinished prerequisite finished (it then starts at once) |
+/// | pending | ready | its last unfinished prerequisite finished (it then starts at once, unless the workflow is suspended) |
 /// | pending | cancelled | ``WorkflowTask/cancel()`` reached it |
 /// | ready | pending | it was added with an unfinished prerequisite, or a prerequisite was reset |
-/// | ready | executing | ``WorkflowTask/start()`` or ``Workflow/start()`` |
+/// | ready | executing | ``WorkflowTask/start()`` or ``Workflow/start()`` (while the workflow is suspended: when it is resumed) |
 /// | ready | cancelled | ``WorkflowTask/cancel()`` reached it |
 /// | executing | finished | the run finished (``WorkflowTaskRun/finish(with:)``) |
 /// | executing | failed | the run failed (``WorkflowTaskRun/fail(with:)``) |
@@ -25,7 +25,8 @@ public enum WorkflowTaskState: Int, Hashable, Sendable, CaseIterable, CustomStri
     case pending
     /// Every prerequisite has finished (or there are none) and no run is in progress; the task
     /// waits to be started. A task whose last prerequisite finishes does not stay ready: it
-    /// starts at once.
+    /// starts at once — unless its workflow is suspended (``Workflow/isSuspended``), which holds
+    /// it ready until it is resumed.
     case ready
     /// A run is in progress: from the start (its operation may still be waiting for a place on
     /// the workflow's queue) until the run finishes or fails, or the task is cancelled or reset.

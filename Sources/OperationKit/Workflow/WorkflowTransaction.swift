@@ -5,11 +5,14 @@
 struct WorkflowTransaction {
     enum Effect {
         case announce(WorkflowEvent)
+        /// A run started: only for its event, so only noted when someone listens (the run itself
+        /// is in `startedRuns`).
         case startRun(WorkflowRunOperation)
-        case endRun(WorkflowRunOperation)
-        case finished(WorkflowTask, (any Sendable)?)
-        case failed(WorkflowTask, any Error)
-        case cancelled(WorkflowTask)
+        /// The finished, failed or cancelled task, with its delegate read when the change was
+        /// decided (under the lock the change already holds).
+        case finished(WorkflowTask, (any Sendable)?, (any WorkflowTaskDelegate)?)
+        case failed(WorkflowTask, any Error, (any WorkflowTaskDelegate)?)
+        case cancelled(WorkflowTask, (any WorkflowTaskDelegate)?)
         case retried(WorkflowTask)
         case reset(WorkflowTask)
         /// A cancel reached a task whose state it did not change (a sub-workflow task passes it on).
@@ -18,7 +21,14 @@ struct WorkflowTransaction {
     }
 
     let workflow: Workflow
-    private(set) var effects: [Effect] = []
+    private(set) var effects = WorkflowSmallList<Effect>()
+    /// The operations of the runs started, to queue, and of the runs ended, to finish.
+    private var startedRuns = WorkflowSmallList<WorkflowRunOperation>()
+    private var endedRuns = WorkflowSmallList<WorkflowRunOperation>()
+    /// The event streams and listeners to tell, read under the lock at the end of the decisions
+    /// (``Workflow/perform(_:)``); empty when nobody listens, which costs nothing more.
+    var streams: [AsyncStream<WorkflowEvent>.Continuation] = []
+    var listeners: [@Sendable (WorkflowEvent) -> Void] = []
     /// The workflow's instrument, read once (one atomic load), and the task transitions to tell
     /// it, in the order they were made.
     private let instrument: (any OperationInstrument)?
@@ -47,14 +57,38 @@ struct WorkflowTransaction {
         effects.append(.workflowFinished)
     }
 
-    /// Starts a run of `task` if it is ready.
+    /// Starts a run of `task` if it is ready; holds it instead while the workflow is suspended.
     mutating func start(_ task: WorkflowTask) {
-        guard task.workflow === workflow, let run = task.lifecycle.start() else { return }
+        guard task.workflow === workflow else { return }
+        if workflow._isSuspended {
+            if task.lifecycle.state == .ready && !task.isHeld {
+                task.isHeld = true
+                workflow.heldIndices.append(task.index)
+            }
+            return
+        }
+        guard let run = task.lifecycle.start() else { return }
         transitioned(task, from: .ready, to: .executing)
         let operation = WorkflowRunOperation(task: task, run: run, workflow: workflow)
         task.runOperation = operation
         workflow.executingCount += 1
-        effects.append(.startRun(operation))
+        startedRuns.append(operation)
+        if !workflow.streams.isEmpty || !workflow.listeners.isEmpty { effects.append(.startRun(operation)) }
+    }
+
+    /// Resumes the workflow: starts the held tasks that are still ready, in the order they were
+    /// held.
+    mutating func resume() {
+        guard workflow._isSuspended else { return }
+        workflow._isSuspended = false
+        let held = workflow.heldIndices
+        workflow.heldIndices = []
+        for index in held {
+            let task = workflow.tasks[index]
+            guard task.isHeld else { continue }
+            task.isHeld = false
+            start(task)
+        }
     }
 
     /// Finishes run `run` (the current one if `nil`) of `task`.
@@ -65,7 +99,7 @@ struct WorkflowTransaction {
         task._error = nil
         task._finishTime = .now
         endRun(task)
-        effects.append(.finished(task, result))
+        effects.append(.finished(task, result, task._delegate))
         enteredFinished(task)
     }
 
@@ -78,7 +112,7 @@ struct WorkflowTransaction {
         task._finishTime = .now
         workflow.failedCount += 1
         endRun(task)
-        effects.append(.failed(task, error))
+        effects.append(.failed(task, error, task._delegate))
     }
 
     /// Cancels `task` if `run` is its current, executing run (its operation was cancelled on the
@@ -100,7 +134,7 @@ struct WorkflowTransaction {
             }
             transitioned(task, from: previous, to: .cancelled)
             if wasExecuting { endRun(task) }
-            effects.append(.cancelled(task))
+            effects.append(.cancelled(task, task._delegate))
         }
     }
 
@@ -128,6 +162,9 @@ struct WorkflowTransaction {
             // Every task the reset reaches forgets what it keeps across runs (an external
             // condition's fulfilment), also one with no state to reset.
             task.resetReachedLocked()
+            // A start held by the workflow's suspension is forgotten: a reset task waits for
+            // the next start.
+            task.isHeld = false
             let previous = task.lifecycle.state
             guard task.lifecycle.reset() else { continue }
             transitioned(task, from: previous, to: .pending)
@@ -158,7 +195,7 @@ struct WorkflowTransaction {
         workflow.executingCount -= 1
         if let operation = task.runOperation {
             task.runOperation = nil
-            effects.append(.endRun(operation))
+            endedRuns.append(operation)
         }
     }
 
@@ -224,31 +261,19 @@ struct WorkflowTransaction {
         // workflow again (second pass) then tells its own events after all of these, so the
         // stream stays in causal order. Then hooks and delegates, as Task.framework orders them;
         // runs start last, after the finish that made them ready has been told everywhere.
-        for effect in effects {
+        if !streams.isEmpty || !listeners.isEmpty { tellEvents() }
+        effects.forEachElement { effect in
             switch effect {
-            case .announce(let event): tell(event)
-            case .startRun(let operation): tell(.taskStarted(operation.task))
-            case .finished(let task, let result): tell(.taskFinished(task, result: result))
-            case .failed(let task, let error): tell(.taskFailed(task, error: error))
-            case .cancelled(let task): tell(.taskCancelled(task))
-            case .retried(let task): tell(.taskRetried(task))
-            case .reset(let task): tell(.taskReset(task))
-            case .workflowFinished: tell(.workflowFinished)
-            case .endRun, .cancelPassedOn: break
-            }
-        }
-        for effect in effects {
-            switch effect {
-            case .finished(let task, let result):
+            case .finished(let task, let result, let delegate):
                 task.didFinish(with: result)
-                task.delegate?.task(task, didFinishWith: result)
-            case .failed(let task, let error):
+                delegate?.task(task, didFinishWith: result)
+            case .failed(let task, let error, let delegate):
                 task.didFail(with: error)
-                task.delegate?.task(task, didFailWith: error)
+                delegate?.task(task, didFailWith: error)
                 workflow.delegate?.workflow(workflow, task: task, didFailWith: error)
-            case .cancelled(let task):
+            case .cancelled(let task, let delegate):
                 task.didCancel()
-                task.delegate?.taskDidCancel(task)
+                delegate?.taskDidCancel(task)
                 workflow.delegate?.workflow(workflow, taskDidCancel: task)
             case .cancelPassedOn(let task):
                 task.cancelPassedOn()
@@ -258,18 +283,20 @@ struct WorkflowTransaction {
                 task.didReset()
             case .workflowFinished:
                 workflow.delegate?.workflowDidFinish(workflow)
-            case .announce, .startRun, .endRun:
+            case .announce, .startRun:
                 break
             }
         }
         // New runs are added before the ended ones' operations finish, so the workflow's queue is
-        // never empty in the middle of a workflow.
-        for case .startRun(let operation) in effects {
-            // Cannot be refused: the run operation was just made, is in no queue and nothing
-            // depends on it, so it closes no cycle (the workflow orders its tasks itself).
-            try? workflow.queue.addOperation(operation)
+        // never empty in the middle of a workflow. They cannot be refused: each run operation was
+        // just made, is in no queue and nothing depends on it, so it closes no cycle (the
+        // workflow orders its tasks itself). Several are added in one batch.
+        if startedRuns.hasMoreThanOne {
+            try? workflow.queue.addOperations(startedRuns.map { $0 as ConcurrentOperation }, waitUntilFinished: false)
+        } else if let run = startedRuns.first {
+            try? workflow.queue.addOperation(run)
         }
-        for case .endRun(let operation) in effects {
+        endedRuns.forEachElement { operation in
             // Not started yet: the operation finishes when its queue runs it (it sees the run is over).
             operation.finish()
         }
@@ -278,9 +305,61 @@ struct WorkflowTransaction {
         resumeAwaiters()
     }
 
+    /// Tells every event of the transaction to the streams and listeners, in order.
+    private func tellEvents() {
+        for effect in effects {
+            switch effect {
+            case .announce(let event): tell(event)
+            case .startRun(let operation): tell(.taskStarted(operation.task))
+            case .finished(let task, let result, _): tell(.taskFinished(task, result: result))
+            case .failed(let task, let error, _): tell(.taskFailed(task, error: error))
+            case .cancelled(let task, _): tell(.taskCancelled(task))
+            case .retried(let task): tell(.taskRetried(task))
+            case .reset(let task): tell(.taskReset(task))
+            case .workflowFinished: tell(.workflowFinished)
+            case .cancelPassedOn: break
+            }
+        }
+    }
+
     private func tell(_ event: WorkflowEvent) {
-        let (_, streams, listeners) = workflow.lock.withLock { workflow.receivers() }
         for stream in streams { stream.yield(event) }
         for listener in listeners { listener(event) }
+    }
+}
+
+/// A list that keeps its first element inline: a change usually has one effect, one started run
+/// and one ended run, and then makes no array.
+struct WorkflowSmallList<Element>: Sequence {
+    private(set) var first: Element?
+    private var rest: [Element] = []
+
+    var isEmpty: Bool { first == nil }
+    var hasMoreThanOne: Bool { !rest.isEmpty }
+
+    mutating func append(_ element: Element) {
+        if first == nil { first = element } else { rest.append(element) }
+    }
+
+    func makeIterator() -> Iterator { Iterator(list: self) }
+
+    /// Calls `body` with each element in order, without copying it out first (iterating copies
+    /// each element, which for a ``WorkflowTransaction/Effect`` with a result is not cheap).
+    @inline(__always)
+    func forEachElement(_ body: (Element) -> Void) {
+        guard let first else { return }
+        body(first)
+        for index in rest.indices { body(rest[index]) }
+    }
+
+    struct Iterator: IteratorProtocol {
+        let list: WorkflowSmallList
+        var position = -1
+
+        mutating func next() -> Element? {
+            defer { position += 1 }
+            if position < 0 { return list.first }
+            return position < list.rest.count ? list.rest[position] : nil
+        }
     }
 }
