@@ -54,6 +54,37 @@ struct SmallList<Storage: SmallListStorage>: RandomAccessCollection, RangeReplac
         storage.append(element)
     }
 
+    /// Appends an array in one step. Onto an empty list the array's buffer is shared, not
+    /// copied: operations given the same dependencies (a layer of S4, `addDependencies(_:)` with
+    /// one array) hold one buffer between them, with one retain each instead of one per element.
+    /// (The generic `append(contentsOf:)` appended element by element, with a uniqueness check
+    /// and a retain each.)
+    mutating func append(contentsOf newElements: [Element]) {
+        switch newElements.count {
+        case 0: return
+        case 1:
+            append(newElements[0])
+            return
+        default: break
+        }
+        switch storage.shape {
+        case .one(let element):
+            var elements: [Element] = []
+            elements.reserveCapacity(1 + newElements.count)
+            elements.append(element)
+            elements.append(contentsOf: newElements)
+            storage = Storage(many: elements)
+        case .many(var elements):
+            if elements.isEmpty {
+                storage = Storage(many: newElements)
+                return
+            }
+            storage = Storage(many: [])
+            elements.append(contentsOf: newElements)
+            storage = Storage(many: elements)
+        }
+    }
+
     mutating func replaceSubrange<Elements: Collection<Element>>(_ subrange: Range<Int>, with newElements: Elements) {
         var elements = array
         storage = Storage(many: [])

@@ -24,6 +24,40 @@ struct BulkDependencyTests {
         #expect(seen.values == [50])
     }
 
+    @Test("dependents given one array of dependencies keep their own lists: adding to and removing from one leaves the others as they were")
+    func sharedArrayOfDependencies() throws {
+        let queue = ConcurrentOperationQueue(name: "bulk-shared")
+        queue.isSuspended = true
+        let layer = (0..<3).map { index in ClosureOperation(name: "l\(index)") {} }
+        let extra = ClosureOperation(name: "extra") {}
+        let ran = Recorder<String>()
+        // One array for all four (an empty list takes it without copying it), then each list
+        // changes on its own: one gets a single dependency first, one an extra dependency
+        // after, one loses a dependency.
+        let first = ClosureOperation(name: "first") { ran.record("first") }
+        try first.addDependency(extra)
+        try first.addDependencies(layer)
+        let second = ClosureOperation(name: "second") { ran.record("second") }
+        try second.addDependencies(layer)
+        try second.addDependency(extra)
+        let third = ClosureOperation(name: "third") { ran.record("third") }
+        try third.addDependencies(layer)
+        third.removeDependency(layer[1])
+        let fourth = ClosureOperation(name: "fourth") { ran.record("fourth") }
+        try fourth.addDependencies(layer)
+        try fourth.addDependencies([extra, layer[0]])
+        #expect(first.dependencies.map(\.displayName) == ["extra", "l0", "l1", "l2"])
+        #expect(second.dependencies.map(\.displayName) == ["l0", "l1", "l2", "extra"])
+        #expect(third.dependencies.map(\.displayName) == ["l0", "l2"])
+        #expect(fourth.dependencies.map(\.displayName) == ["l0", "l1", "l2", "extra", "l0"])
+        #expect(layer.map(\.displayName) == ["l0", "l1", "l2"])
+        try queue.addOperations(layer + [extra, first, second, third, fourth], waitUntilFinished: false)
+        queue.isSuspended = false
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
+        #expect(Set(ran.values) == ["first", "second", "third", "fourth"])
+        #expect([first, second, third, fourth].allSatisfy { $0.dependencies.isEmpty })
+    }
+
     @Test("addDependencies on an enqueued operation registers each edge and detects a cycle")
     func bulkWhileEnqueued() throws {
         let queue = ConcurrentOperationQueue(name: "bulk-enqueued")
