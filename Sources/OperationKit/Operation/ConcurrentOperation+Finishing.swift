@@ -99,7 +99,12 @@ extension ConcurrentOperation {
             // Read (and retain) the dependent's queue under its lock: a stale ready-list entry may
             // let a worker run and finish the dependent meanwhile, which clears it; then the
             // queue may be gone, and there is nothing left to do.
-            guard let queue = dependent.queueWhilePending else { return true }
+            guard let queue = dependent.queueWhilePending else {
+                // No queue: finished meanwhile (a stale ready-list entry), or a layer, which
+                // finishes itself now that its last member has.
+                dependent.lastDependencyDidFinishOutsideQueue()
+                return true
+            }
             if Unmanaged.passUnretained(queue).toOpaque() == finished.queue?.toOpaque() { return false }
             queue.makeReady([dependent])
             return true
@@ -211,7 +216,7 @@ extension ConcurrentOperation {
     /// `dependents` lists before its queue releases it. (Not only the lists of unfinished
     /// dependencies: one that has just set its finished flag may not have released its list yet.)
     /// (Indices rather than a for-in loop over the list, whose iterator may run unspecialised.)
-    private func leaveDependents(of dependencies: OperationList) {
+    func leaveDependents(of dependencies: OperationList) {
         let graph = GraphComponent.lock(componentOf: self)
         defer { graph.lock.unlock() }
         for index in 0..<dependencies.count {
