@@ -95,7 +95,23 @@ extension ConcurrentOperation {
             leaveDependents(of: finished.dependencies)
         }
         // Hand the dependents of other queues to their queues now; keep those of this one.
-        readyInSameQueue.removeAll { dependent in
+        if !readyInSameQueue.isEmpty { handOverDependents(&readyInSameQueue, finishedIn: finished.queue) }
+        return FinishTail(
+            queue: finished.queue, readyInSameQueue: readyInSameQueue, waiters: waiters,
+            dependencies: finished.dependencies, handOff: handOff, holdsTail: holdsTail)
+    }
+
+    /// Hands the released dependents that are in other queues than `finishedQueue` (the finished
+    /// operation's) to their queues, one call per run of dependents of one queue (a layer, in no
+    /// queue, hands all of its dependents over), finishes the layers among them, and leaves in
+    /// `released` those of `finishedQueue`. Out of line: most finishes release no dependent.
+    @inline(never)
+    private func handOverDependents(
+        _ released: inout OperationList, finishedIn finishedQueue: Unmanaged<ConcurrentOperationQueue>?
+    ) {
+        var handOver: [ConcurrentOperation] = []
+        var handOverQueue: ConcurrentOperationQueue?
+        released.removeAll { dependent in
             // Read (and retain) the dependent's queue under its lock: a stale ready-list entry may
             // let a worker run and finish the dependent meanwhile, which clears it; then the
             // queue may be gone, and there is nothing left to do.
@@ -105,13 +121,16 @@ extension ConcurrentOperation {
                 dependent.lastDependencyDidFinishOutsideQueue()
                 return true
             }
-            if Unmanaged.passUnretained(queue).toOpaque() == finished.queue?.toOpaque() { return false }
-            queue.makeReady([dependent])
+            if Unmanaged.passUnretained(queue).toOpaque() == finishedQueue?.toOpaque() { return false }
+            if let pending = handOverQueue, pending !== queue {
+                pending.makeReady(handOver)
+                handOver.removeAll(keepingCapacity: true)
+            }
+            handOverQueue = queue
+            handOver.append(dependent)
             return true
         }
-        return FinishTail(
-            queue: finished.queue, readyInSameQueue: readyInSameQueue, waiters: waiters,
-            dependencies: finished.dependencies, handOff: handOff, holdsTail: holdsTail)
+        if let handOverQueue { handOverQueue.makeReady(handOver) }
     }
 
     /// The rest of a finish (see ``FinishTail``): the queue lets go of the operation and its

@@ -72,9 +72,18 @@ public final class OperationLayer: ConcurrentOperation, @unchecked Sendable {
     ///   - members: The operations of the set, in any queues or in none. Giving one twice is
     ///     harmless.
     ///   - name: A name for logs, errors and snapshots.
-    public init<Members: Sequence>(_ members: Members, name: String? = nil)
+    @inlinable
+    public convenience init<Members: Sequence>(_ members: Members, name: String? = nil)
     where Members.Element: ConcurrentOperation {
-        let list = OperationList(members.lazy.map { $0 as ConcurrentOperation })
+        // Inlined, so that the copy is specialised for the caller's sequence (unspecialised, it
+        // cost more than registering the edges).
+        self.init(memberArray: members.map { $0 as ConcurrentOperation }, name: name)
+    }
+
+    /// Makes a layer of `members` (see ``init(_:name:)``).
+    @usableFromInline
+    init(memberArray members: [ConcurrentOperation], name: String?) {
+        let list = OperationList(members)
         memberCount = list.count
         super.init(name: name)
         // Held while the edges are registered, as a queue holds it while it enqueues: a member
