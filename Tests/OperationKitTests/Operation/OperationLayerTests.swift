@@ -199,6 +199,32 @@ struct OperationLayerTests {
         try await dependent.finished(within: operationTestTimeout)
     }
 
+    @Test("the stall watchdog's report names the unfinished members a dependent waits for")
+    func watchdogNamesUnfinishedMembers() async throws {
+        let members = ConcurrentOperationQueue(name: "members")
+        let queue = ConcurrentOperationQueue(name: "dependents")
+        let gate = Gate()
+        let slow = gatedMember("slow", gate: gate)
+        let layer = OperationLayer([slow], name: "stage")
+        let dependent = ClosureOperation(name: "dependent") {}
+        try dependent.addDependency(layer)
+        try queue.addOperation(dependent)
+        try members.addOperation(slow)
+        let reports = Recorder<StallReport>()
+        let reported = Latch(count: 1)
+        let configuration = StallWatchdogConfiguration(progressTimeout: .milliseconds(10), reportsWaitForCycles: false)
+        queue.startStallWatchdog(configuration) {
+            reports.record($0)
+            reported.countDown()
+        }
+        #expect(await reported.opened(within: operationTestTimeout))
+        queue.stopStallWatchdog()
+        let report = try #require(reports.values.first)
+        #expect(report.description.contains("layer stage waits for: slow"))
+        gate.open()
+        try await dependent.finished(within: operationTestTimeout)
+    }
+
     @Test("cancelling a layer releases its dependents at once and leaves its members alone")
     func cancellingTheLayer() async throws {
         let queue = ConcurrentOperationQueue(name: "cancel")
