@@ -5,21 +5,22 @@ import Synchronization
 import Testing
 
 /// `OperationLayer`: one dependency that stands for every operation of a set (issue 17). Every wait
-/// is bounded; members that must be held back wait on a gate, never on a sleep.
+/// is bounded; members that must be held back are `HeldOperation`s (executing, holding no thread)
+/// that the test finishes, never a sleep or a blocked worker thread.
 @Suite("OperationLayer: depending on every operation of a set")
 struct OperationLayerTests {
-    /// A member that blocks its worker until `gate` opens (bounded), then counts itself.
-    private func gatedMember(_ name: String, gate: Gate) -> ClosureOperation {
-        ClosureOperation(name: name) {
-            _ = gate.wait(timeout: operationTestTimeout)
+    /// Finishes held members once each has started (bounded waits).
+    private func release(_ members: [HeldOperation]) async {
+        for member in members {
+            #expect(await opened(member.started))
+            member.finish()
         }
     }
 
     @Test("dependents wait until every member has finished")
     func dependentsWaitForAllMembers() async throws {
         let queue = ConcurrentOperationQueue(name: "layer")
-        let gate = Gate()
-        let members = (0..<4).map { gatedMember("m\($0)", gate: gate) }
+        let members = (0..<4).map { HeldOperation(name: "m\($0)") }
         let sawAllFinished = Locked<[Bool]>([])
         let dependents = (0..<3).map { index in
             ClosureOperation(name: "d\(index)") {
@@ -34,7 +35,7 @@ struct OperationLayerTests {
         for dependent in dependents { try dependent.addDependency(layer) }
         try queue.addOperations(members + dependents, waitUntilFinished: false)
         #expect(dependents.allSatisfy { !$0.isFinished })
-        gate.open()
+        await release(members)
         for dependent in dependents { try await dependent.finished(within: operationTestTimeout) }
         #expect(sawAllFinished.withLock { $0 } == [true, true, true])
         #expect(layer.isFinished)
@@ -139,8 +140,7 @@ struct OperationLayerTests {
         let first = ConcurrentOperationQueue(name: "first")
         let second = ConcurrentOperationQueue(name: "second")
         let third = ConcurrentOperationQueue(name: "third")
-        let gate = Gate()
-        let left = (0..<3).map { gatedMember("left\($0)", gate: gate) }
+        let left = (0..<3).map { HeldOperation(name: "left\($0)") }
         let right = (0..<3).map { index in ClosureOperation(name: "right\(index)") {} }
         let layer = OperationLayer(left + right)
         let dependents = (0..<5).map { index in ClosureOperation(name: "d\(index)") {} }
@@ -151,7 +151,7 @@ struct OperationLayerTests {
         #expect(await second.finished(within: operationTestTimeout))
         #expect(!layer.isFinished)
         #expect(Set(layer.unfinishedMembers.map(\.displayName)) == Set(left.map(\.displayName)))
-        gate.open()
+        await release(left)
         for dependent in dependents { try await dependent.finished(within: operationTestTimeout) }
         #expect(layer.isFinished)
     }
@@ -160,8 +160,7 @@ struct OperationLayerTests {
     func dependencyAddedWhileEnqueued() async throws {
         let queue = ConcurrentOperationQueue(name: "enqueued")
         queue.isSuspended = true
-        let gate = Gate()
-        let member = gatedMember("member", gate: gate)
+        let member = HeldOperation(name: "member")
         let memberQueue = ConcurrentOperationQueue(name: "members")
         try memberQueue.addOperation(member)
         let layer = OperationLayer([member])
@@ -172,7 +171,7 @@ struct OperationLayerTests {
         #expect(!dependent.isFinished)
         let snapshot = queue.snapshot()
         #expect(snapshot.operation(named: "dependent")?.state == .pending)
-        gate.open()
+        await release([member])
         try await dependent.finished(within: operationTestTimeout)
     }
 
@@ -180,8 +179,7 @@ struct OperationLayerTests {
     func snapshotNamesUnfinishedMembers() async throws {
         let members = ConcurrentOperationQueue(name: "members")
         let queue = ConcurrentOperationQueue(name: "dependents")
-        let gate = Gate()
-        let slow = gatedMember("slow", gate: gate)
+        let slow = HeldOperation(name: "slow")
         let quick = ClosureOperation(name: "quick") {}
         let layer = OperationLayer([slow, quick], name: "stage 1")
         let dependent = ClosureOperation(name: "dependent") {}
@@ -195,7 +193,7 @@ struct OperationLayerTests {
             OperationReference(id: ObjectIdentifier(layer), name: "stage 1"),
             unfinishedMembers: [OperationReference(id: ObjectIdentifier(slow), name: "slow")])))
         #expect(entry.blockers.map(\.description).contains("layer stage 1 waits for: slow"))
-        gate.open()
+        await release([slow])
         try await dependent.finished(within: operationTestTimeout)
     }
 
@@ -203,8 +201,7 @@ struct OperationLayerTests {
     func watchdogNamesUnfinishedMembers() async throws {
         let members = ConcurrentOperationQueue(name: "members")
         let queue = ConcurrentOperationQueue(name: "dependents")
-        let gate = Gate()
-        let slow = gatedMember("slow", gate: gate)
+        let slow = HeldOperation(name: "slow")
         let layer = OperationLayer([slow], name: "stage")
         let dependent = ClosureOperation(name: "dependent") {}
         try dependent.addDependency(layer)
@@ -221,15 +218,14 @@ struct OperationLayerTests {
         queue.stopStallWatchdog()
         let report = try #require(reports.values.first)
         #expect(report.description.contains("layer stage waits for: slow"))
-        gate.open()
+        await release([slow])
         try await dependent.finished(within: operationTestTimeout)
     }
 
     @Test("cancelling a layer releases its dependents at once and leaves its members alone")
     func cancellingTheLayer() async throws {
         let queue = ConcurrentOperationQueue(name: "cancel")
-        let gate = Gate()
-        let member = gatedMember("member", gate: gate)
+        let member = HeldOperation(name: "member")
         let layer = OperationLayer([member])
         let completions = Atomic<Int>(0)
         layer.completionBlock = { completions.add(1, ordering: .relaxed) }
@@ -241,7 +237,7 @@ struct OperationLayerTests {
         #expect(layer.isCancelled && layer.isFinished)
         #expect(!member.isCancelled && !member.isFinished)
         layer.cancel()  // twice: nothing more
-        gate.open()
+        await release([member])
         try await member.finished(within: operationTestTimeout)
         #expect(completions.load(ordering: .relaxed) == 1)
     }
