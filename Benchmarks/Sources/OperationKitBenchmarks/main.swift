@@ -212,12 +212,13 @@ if !sizes.quick {
 report("Linear scaling, OperationKit S2(\(2 * chainLength)) / S2(\(chainLength)): "
     + "\(format(longChain)) ms / \(format(shortChain)) ms = \(format(scaling)) (target <= 2.2)")
 report()
-// S4 written with layers (one OperationLayer per layer) against task groups run as barriers.
-layersReport(sizes: sizes).forEach { report($0) }
-report()
 report("### ProcedureOperation and AsyncOperation against ClosureOperation (target: procedure / OK <= \(format(procedureTarget, decimals: 1)))")
 report()
 procedureTable(rows).forEach { report($0) }
+report()
+
+// S4 written with layers (one OperationLayer per layer) against task groups run as barriers.
+layersReport(sizes: sizes).forEach { report($0) }
 report()
 
 // The cost of an installed (no-op) instrument on S1 and S2.
