@@ -225,7 +225,7 @@ private func addAndWait(_ operations: [ConcurrentOperation], on queue: Concurren
 /// Runs `work` in a detached Task and blocks the calling thread (the main thread, which is not one of
 /// the cooperative pool's) until it is done. OK async blocks the same thread in
 /// `waitUntilAllOperationsAreFinishedBlocking()`, so every contender ends with one cross-thread wake-up.
-private func blockUntilDone(_ work: @escaping @Sendable () async -> Void) {
+func blockUntilDone(_ work: @escaping @Sendable () async -> Void) {
     let done = DispatchSemaphore(value: 0)
     Task.detached(priority: asyncPriority) {
         await work()

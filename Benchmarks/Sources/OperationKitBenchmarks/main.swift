@@ -10,6 +10,7 @@
 //   OperationKitBenchmarks --independent [--quick]                                   only S6 (independent queues, workflows)
 //   OperationKitBenchmarks --instrument [--quick]                                    only the instrument cost (S1, S2)
 //   OperationKitBenchmarks --memory [--quick]                                        only the memory section
+//   OperationKitBenchmarks --layers [--quick]                                        only S4 with layers (against task groups)
 //
 // Every run is checked (bodies executed, dependency order, states reached); any wrong result exits with status 1.
 
@@ -120,9 +121,10 @@ let onlyAsync = arguments.contains("--async")
 let onlyIndependent = arguments.contains("--independent")
 let onlyInstrument = arguments.contains("--instrument")
 let onlyMemory = arguments.contains("--memory")
-let knownArguments: Set<String> = ["--quick", "--state-machine", "--workflow", "--async", "--independent", "--instrument", "--memory"]
+let onlyLayers = arguments.contains("--layers")
+let knownArguments: Set<String> = ["--quick", "--state-machine", "--workflow", "--async", "--independent", "--instrument", "--memory", "--layers"]
 for argument in arguments where !knownArguments.contains(argument) {
-    fail("unknown argument \(argument); usage: OperationKitBenchmarks [--quick] [--state-machine] [--workflow] [--async] [--independent] [--instrument] [--memory] [--peak-rss MODE]")
+    fail("unknown argument \(argument); usage: OperationKitBenchmarks [--quick] [--state-machine] [--workflow] [--async] [--independent] [--instrument] [--memory] [--layers] [--peak-rss MODE]")
 }
 
 let wallClock = ContinuousClock.now
@@ -133,6 +135,13 @@ report()
 
 if onlyWorkflow {
     workflowReport(sizes: sizes).forEach { report($0) }
+    report()
+    report("Total benchmark time: \(format(milliseconds(wallClock.duration(to: .now)) / 1_000, decimals: 1)) s")
+    exit(0)
+}
+
+if onlyLayers {
+    layersReport(sizes: sizes).forEach { report($0) }
     report()
     report("Total benchmark time: \(format(milliseconds(wallClock.duration(to: .now)) / 1_000, decimals: 1)) s")
     exit(0)
@@ -206,6 +215,10 @@ report()
 report("### ProcedureOperation and AsyncOperation against ClosureOperation (target: procedure / OK <= \(format(procedureTarget, decimals: 1)))")
 report()
 procedureTable(rows).forEach { report($0) }
+report()
+
+// S4 written with layers (one OperationLayer per layer) against task groups run as barriers.
+layersReport(sizes: sizes).forEach { report($0) }
 report()
 
 // The cost of an installed (no-op) instrument on S1 and S2.

@@ -223,6 +223,8 @@ private struct RenderGraph {
                     blocking.formUnion(references.map(\.id))
                 case .producedDependencies(let references):
                     labelled += references.map { ($0, "produced") }
+                case .layer(let layer, let members):
+                    labelled += members.map { ($0, "member of \(layer.name)") }
                 case .conditionDependencies(let condition, let references):
                     labelled += references.map { ($0, "condition \(condition)") }
                 case .exclusiveCategory(let category, let heldBy, let behind):

@@ -57,6 +57,10 @@ public struct OperationSnapshot: Sendable, Hashable, Identifiable, CustomStringC
     public enum Blocker: Sendable, Hashable, CustomStringConvertible {
         /// Dependencies that have not finished.
         case dependencies([OperationReference])
+        /// An ``OperationLayer`` among its unfinished dependencies, and that layer's members that
+        /// have not finished: what the dependent really waits for. (Members that are layers
+        /// themselves are named, not opened.)
+        case layer(OperationReference, unfinishedMembers: [OperationReference])
         /// A condition that was started and has not answered (by its name).
         case evaluatingCondition(String)
         /// Dependencies produced by its conditions that have not finished; the conditions that
@@ -98,6 +102,7 @@ public struct OperationSnapshot: Sendable, Hashable, Identifiable, CustomStringC
             }
             switch self {
             case .dependencies(let references): return "dependencies: \(names(references))"
+            case .layer(let layer, let members): return "layer \(layer.name) waits for: \(names(members))"
             case .evaluatingCondition(let name): return "condition \(name) evaluating"
             case .producedDependencies(let references): return "produced dependencies: \(names(references))"
             case .conditionDependencies(let condition, let references):
@@ -124,6 +129,7 @@ public struct OperationSnapshot: Sendable, Hashable, Identifiable, CustomStringC
         func mapReferences(_ transform: (OperationReference) -> OperationReference) -> Blocker {
             switch self {
             case .dependencies(let references): .dependencies(references.map(transform))
+            case .layer(let layer, let members): .layer(transform(layer), unfinishedMembers: members.map(transform))
             case .producedDependencies(let references): .producedDependencies(references.map(transform))
             case .conditionDependencies(let condition, let references):
                 .conditionDependencies(condition, references.map(transform))
@@ -141,6 +147,7 @@ public struct OperationSnapshot: Sendable, Hashable, Identifiable, CustomStringC
         var waitsFor: [(OperationReference, WaitForCycle.Reason)] {
             switch self {
             case .dependencies(let references): return references.map { ($0, .dependency) }
+            case .layer(_, let members): return members.map { ($0, .dependency) }
             case .producedDependencies(let references): return references.map { ($0, .producedDependency) }
             case .conditionDependencies(_, let references): return references.map { ($0, .dependency) }
             case .exclusiveCategory(let category, let heldBy, let behind):

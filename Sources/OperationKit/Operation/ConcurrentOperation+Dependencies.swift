@@ -57,7 +57,10 @@ extension ConcurrentOperation {
 
     /// Stops waiting for `operation`. If this was the last unfinished dependency of an enqueued
     /// operation, it becomes ready. Removing an operation that is not a dependency does nothing.
+    ///
+    /// The members of an ``OperationLayer`` are fixed: removing one from a layer does nothing.
     public final func removeDependency(_ operation: ConcurrentOperation) {
+        guard allowsRemovingDependencies else { return }
         let graph = GraphComponent.lock(componentOf: self)
         defer { graph.lock.unlock() }
         let (registeredRemovals, isEnqueued) = machine.lock.withLock { () -> (Int, Bool) in

@@ -95,18 +95,42 @@ extension ConcurrentOperation {
             leaveDependents(of: finished.dependencies)
         }
         // Hand the dependents of other queues to their queues now; keep those of this one.
-        readyInSameQueue.removeAll { dependent in
-            // Read (and retain) the dependent's queue under its lock: a stale ready-list entry may
-            // let a worker run and finish the dependent meanwhile, which clears it; then the
-            // queue may be gone, and there is nothing left to do.
-            guard let queue = dependent.queueWhilePending else { return true }
-            if Unmanaged.passUnretained(queue).toOpaque() == finished.queue?.toOpaque() { return false }
-            queue.makeReady([dependent])
-            return true
-        }
+        if !readyInSameQueue.isEmpty { handOverDependents(&readyInSameQueue, finishedIn: finished.queue) }
         return FinishTail(
             queue: finished.queue, readyInSameQueue: readyInSameQueue, waiters: waiters,
             dependencies: finished.dependencies, handOff: handOff, holdsTail: holdsTail)
+    }
+
+    /// Hands the released dependents that are in other queues than `finishedQueue` (the finished
+    /// operation's) to their queues, one call per run of dependents of one queue (a layer, in no
+    /// queue, hands all of its dependents over), finishes the layers among them, and leaves in
+    /// `released` those of `finishedQueue`. Out of line: most finishes release no dependent.
+    @inline(never)
+    private func handOverDependents(
+        _ released: inout OperationList, finishedIn finishedQueue: Unmanaged<ConcurrentOperationQueue>?
+    ) {
+        var handOver: [ConcurrentOperation] = []
+        var handOverQueue: ConcurrentOperationQueue?
+        released.removeAll { dependent in
+            // Read (and retain) the dependent's queue under its lock: a stale ready-list entry may
+            // let a worker run and finish the dependent meanwhile, which clears it; then the
+            // queue may be gone, and there is nothing left to do.
+            guard let queue = dependent.queueWhilePending else {
+                // No queue: finished meanwhile (a stale ready-list entry), or a layer, which
+                // finishes itself now that its last member has.
+                dependent.lastDependencyDidFinishOutsideQueue()
+                return true
+            }
+            if Unmanaged.passUnretained(queue).toOpaque() == finishedQueue?.toOpaque() { return false }
+            if let pending = handOverQueue, pending !== queue {
+                pending.makeReady(handOver)
+                handOver.removeAll(keepingCapacity: true)
+            }
+            handOverQueue = queue
+            handOver.append(dependent)
+            return true
+        }
+        if let handOverQueue { handOverQueue.makeReady(handOver) }
     }
 
     /// The rest of a finish (see ``FinishTail``): the queue lets go of the operation and its
@@ -211,7 +235,7 @@ extension ConcurrentOperation {
     /// `dependents` lists before its queue releases it. (Not only the lists of unfinished
     /// dependencies: one that has just set its finished flag may not have released its list yet.)
     /// (Indices rather than a for-in loop over the list, whose iterator may run unspecialised.)
-    private func leaveDependents(of dependencies: OperationList) {
+    func leaveDependents(of dependencies: OperationList) {
         let graph = GraphComponent.lock(componentOf: self)
         defer { graph.lock.unlock() }
         for index in 0..<dependencies.count {

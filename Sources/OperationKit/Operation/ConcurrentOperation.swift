@@ -366,6 +366,16 @@ open class ConcurrentOperation {
     /// called by the queue's adds once they have claimed this operation, before it is linked.
     func operationsToEnqueueAlong(in queue: ConcurrentOperationQueue) -> [ConcurrentOperation] { [] }
 
+    /// The count of unfinished registered dependencies of an operation that is in no queue has
+    /// reached 0 (the finish of its last one released it): an ``OperationLayer`` finishes now.
+    /// Any other such operation was in a queue and has finished meanwhile: nothing to do. Called
+    /// with no lock held, on the thread of the dependency's finish.
+    func lastDependencyDidFinishOutsideQueue() {}
+
+    /// Whether ``removeDependency(_:)`` may remove a dependency: not from a layer, whose members
+    /// are fixed.
+    var allowsRemovingDependencies: Bool { true }
+
     /// Whether the operation, once its `execute()` has returned, only waits for work that runs
     /// elsewhere (a group's children), and so gives its concurrency slot back to its queue
     /// instead of holding it until it finishes. Read only when an operation is still executing

@@ -113,6 +113,10 @@ extension ConcurrentOperationQueue {
                 if pending {
                     state = .pending
                     if !unfinished.isEmpty { blockers.append(.dependencies(unfinished)) }
+                    for case let layer as OperationLayer in facts.dependencies where !layer.hasFinished {
+                        let members = layer.unfinishedMembers.map(OperationReference.init)
+                        blockers.append(.layer(OperationReference(layer), unfinishedMembers: members))
+                    }
                 } else {
                     state = .ready
                     for wait in categoryWaits[ObjectIdentifier(operation)] ?? [] {

@@ -128,6 +128,9 @@ struct FuzzScenario: CustomStringConvertible {
         var cancel: Cancel
         /// `nil` for a top-level node; the group's index for a child.
         var parent: Int?
+        /// It waits for its dependencies through one `OperationLayer` of them (issue 17) rather
+        /// than one edge each: the model's rules are the same.
+        var viaLayer = false
     }
 
     struct Batch {
@@ -276,12 +279,18 @@ struct FuzzScenario: CustomStringConvertible {
                 return allBatches[0..<dependencyBatch].contains(where: \.barrierAfter)
             }
         }
+        // Some nodes wait through a layer: drawn from a generator of their own, so that the rest
+        // of every seed's scenario is what it was before layers existed.
+        var layering = SplitMix64(seed: seed &* 0x5851_F42D &+ 29)
+        for index in nodes.indices where !nodes[index].dependencies.isEmpty && layering.chance(30) {
+            nodes[index].viaLayer = true
+        }
     }
 
     var description: String {
         var lines = ["seed \(seed): queues limits \(limits), suspended \(suspended)"]
         for (index, node) in nodes.enumerated() {
-            lines.append("  #\(index) q\(node.queue) \(node.kind) deps \(node.dependencies) \(node.cancel)\(node.parent.map { " child of #\($0)" } ?? "")")
+            lines.append("  #\(index) q\(node.queue) \(node.kind) deps \(node.dependencies)\(node.viaLayer ? " via layer" : "") \(node.cancel)\(node.parent.map { " child of #\($0)" } ?? "")")
         }
         for batch in batches {
             lines.append("  batch \(batch.nodes)\(batch.cycle ? (batch.breaksCycle ? " + cycle broken by a cancel" : " + cycle (refused)") : "")\(batch.barrierAfter ? " then barrier" : "")")
@@ -381,7 +390,11 @@ final class FuzzRun: @unchecked Sendable {  // fields set up before any operatio
         for (index, node) in scenario.nodes.enumerated() {
             let operation = operations[index]
             operation.completionBlock = { [self] in record(.completion(index)) }
-            for dependency in node.dependencies {
+            if node.viaLayer {
+                let layer = OperationLayer(node.dependencies.map { operations[$0] }, name: "layer of #\(index)")
+                do { try operation.addDependency(layer) } catch { violations.append("#\(index): addDependency(layer) threw \(error)") }
+            }
+            for dependency in node.dependencies where !node.viaLayer {
                 do {
                     try operation.addDependency(operations[dependency])
                 } catch {
