@@ -351,14 +351,19 @@ extension ProcedureOperation {
         case .none:
             break
         case .first:
-            tell(firstObserver.observer, event)
+            // A ``ClosureObserver`` (the usual first observer) is told without an existential.
+            switch firstObserver {
+            case .none: break
+            case .closure(let observer): tell(observer, event)
+            case .boxed(let box): tell(box.observer, event)
+            }
         case .list(let list):
             for observer in list { tell(observer, event) }
         }
     }
 
     /// Tells one observer, if it wants this kind of event.
-    private func tell(_ observer: any OperationObserver, _ event: ProcedureEvent) {
+    private func tell<Observer: OperationObserver>(_ observer: Observer, _ event: ProcedureEvent) {
         // Each observer is told only the kinds of event it wants.
         guard observer.observedEvents.contains(event.kind) else { return }
         switch event {

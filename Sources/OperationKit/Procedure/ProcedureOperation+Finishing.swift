@@ -215,7 +215,11 @@ extension ProcedureOperation {
             let errors = _errors
             procedureDidFinish(with: errors)
             if direct.hasObservers {
-                tellDidFinish(firstObserver.observer, errors)
+                switch firstObserver {
+                case .none: break
+                case .closure(let observer): tellDidFinish(observer, errors)
+                case .boxed(let box): tellDidFinish(box.observer, errors)
+                }
                 if let more = conditionExtras?.moreObservers { for observer in more { tellDidFinish(observer, errors) } }
             }
         }
@@ -239,7 +243,7 @@ extension ProcedureOperation {
         init(_ tail: FinishTail) { self.tail = tail }
     }
 
-    private func tellDidFinish(_ observer: any OperationObserver, _ errors: [any Error]) {
+    private func tellDidFinish<Observer: OperationObserver>(_ observer: Observer, _ errors: [any Error]) {
         if observer.observedEvents.contains(.didFinish) { observer.didFinish(self, with: errors) }
     }
 
