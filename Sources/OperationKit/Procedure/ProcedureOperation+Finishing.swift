@@ -226,12 +226,14 @@ extension ProcedureOperation {
         // Observers with an event queue were posted did finish: the tail waits for them.
         let mailboxes = direct.hasObservers ? eventMailboxes() : []
         releaseUnlocked()
-        guard let tail else { return }
+        // Moved, not copied: a copy of the tail (two operation lists, the waiters) costs retains
+        // and releases, and destroying the original goes through value witnesses.
+        guard let held = consume tail else { return }
         if mailboxes.isEmpty {
-            completeTail(tail)
+            completeTail(held)
         } else {
             // (Touched by one thread at a time: this one, then the one running the continuation.)
-            let pending = UncheckedSendable(PendingTail(tail))
+            let pending = UncheckedSendable(PendingTail(held))
             EventMailboxes.after(mailboxes) { [self] in completeTail(pending.value.tail) }
         }
     }
