@@ -232,7 +232,9 @@ extension ProcedureOperation {
         }
     }
 
-    private func run(_ after: AfterDelivery) {
+    /// Runs what follows an event's delivery (or its skipping), on this thread, or once the
+    /// observers with an event queue have been told.
+    func run(_ after: AfterDelivery) {
         if case .nothing = after { return }
         // The rest of a finish, after will finish or did finish: once the observers with an event
         // queue have been told (a last job on their queue if they have not yet).

@@ -69,6 +69,9 @@ extension ProcedureOperation {
             case tellQueueFirst(ConcurrentOperationQueue)
             /// Did execute and will finish are queued already (no queue listener to tell first).
             case queued(FinishEvents)
+            /// Nobody listens to did execute or will finish, and no event is being delivered: both
+            /// were skipped in the state change's step; the rest of the finish follows at once.
+            case skipped
         }
         let taken = machine.lock.withLock { () -> Taken in
             switch procedureLifecycle.finish() {
@@ -78,6 +81,12 @@ extension ProcedureOperation {
                 if produceProgress.finishRequested() { return .deferred }
                 if let queue = self.queue, queue.hasListeners.load(ordering: .acquiring) {
                     return .tellQueueFirst(queue)
+                }
+                // The usual procedure: what `enqueueFinishEventsLocked` does when both events are
+                // skipped, without making them.
+                if !eventDelivery.isDelivering && observedEvents.union(hookEvents).isDisjoint(with: [.didExecute, .willFinish]) {
+                    didExecuteTold.store(true, ordering: .releasing)
+                    return .skipped
                 }
                 // The state change and the events in one step.
                 return .queued(enqueueFinishEventsLocked(executed: true, asLastStep: asLastStep))
@@ -105,6 +114,8 @@ extension ProcedureOperation {
             completeFinish(executed: true, queue: queue, asLastStep: asLastStep)
         case .queued(let events):
             deliver(events, asLastStep: asLastStep)
+        case .skipped:
+            run(.finishExecuted(asLastStep: asLastStep))
         }
         return true
     }
