@@ -115,7 +115,12 @@ extension ProcedureOperation {
         case .queued(let events):
             deliver(events, asLastStep: asLastStep)
         case .skipped:
-            run(.finishExecuted(asLastStep: asLastStep))
+            // (`run` waits for the observers with an event queue, if there are any.)
+            if hasEventQueueObservers.load(ordering: .acquiring) {
+                run(.finishExecuted(asLastStep: asLastStep))
+            } else {
+                finishExecuted(asLastStep: asLastStep)
+            }
         }
         return true
     }
@@ -189,35 +194,46 @@ extension ProcedureOperation {
     /// no wait returns before the did-finish observers have. If another event is being delivered,
     /// did finish and the tail are left to the thread delivering.
     private func didComplete(then tail: consuming FinishTail?) {
-        let direct: DirectFinish
-        if let taken = finishedDirectly.take() {
-            direct = taken
+        if let direct = finishedDirectly.take() {
+            completeDirectly(direct, then: tail)
         } else {
-            // Another event is being delivered (by this thread further up, or another): did
-            // finish waits its turn, and the thread delivering lets go of the observers.
-            var queued: EventDisposition?
-            var after = AfterDelivery.nothing
-            var hasObservers = false
-            var tell = false
-            let (exclusive, errors) = machine.lock.withLock { () -> (Bool, [any Error]) in
-                let exclusive = exclusivity.release()
-                if eventDelivery.releaseAfterDelivery() {
-                    if let held = tail { after = .completeTail(PendingTail(held)) }
-                    queued = enqueueEventLocked(.didFinish(_errors), then: after, handOffThen: true)
-                } else {
-                    tell = observedEvents.union(hookEvents).contains(.didFinish)
-                    hasObservers = markReleasedLocked() > 0
-                }
-                return (exclusive, _errors)
-            }
-            if let queued {
-                if exclusive { ExclusivityController.release(ObjectIdentifier(self)) }
-                // Queued: the thread delivering tells did finish, then completes the tail.
-                handle(queued, delivering: .didFinish(errors), then: after)
-                return
-            }
-            direct = DirectFinish(exclusive: exclusive, tellHooksAndObservers: tell, hasObservers: hasObservers)
+            didCompleteWhileDelivering(then: tail)
         }
+    }
+
+    /// ``didComplete(then:)`` when another event is being delivered (by this thread further up,
+    /// or another): did finish waits its turn, and the thread delivering lets go of the
+    /// observers. (Out of line, so that the usual path moves its tail instead of capturing it.)
+    @inline(never)
+    private func didCompleteWhileDelivering(then tail: consuming FinishTail?) {
+        let pending = (consume tail).map { PendingTail($0) }
+        var queued: EventDisposition?
+        var after = AfterDelivery.nothing
+        var hasObservers = false
+        var tell = false
+        let (exclusive, errors) = machine.lock.withLock { () -> (Bool, [any Error]) in
+            let exclusive = exclusivity.release()
+            if eventDelivery.releaseAfterDelivery() {
+                if let pending { after = .completeTail(pending) }
+                queued = enqueueEventLocked(.didFinish(_errors), then: after, handOffThen: true)
+            } else {
+                tell = observedEvents.union(hookEvents).contains(.didFinish)
+                hasObservers = markReleasedLocked() > 0
+            }
+            return (exclusive, _errors)
+        }
+        if let queued {
+            if exclusive { ExclusivityController.release(ObjectIdentifier(self)) }
+            // Queued: the thread delivering tells did finish, then completes the tail.
+            handle(queued, delivering: .didFinish(errors), then: after)
+            return
+        }
+        completeDirectly(
+            DirectFinish(exclusive: exclusive, tellHooksAndObservers: tell, hasObservers: hasObservers), then: pending?.tail)
+    }
+
+    /// The rest of ``didComplete(then:)`` once no event is being delivered.
+    private func completeDirectly(_ direct: DirectFinish, then tail: consuming FinishTail?) {
         if direct.exclusive { ExclusivityController.release(ObjectIdentifier(self)) }
         // No event can come after did finish, and none is being delivered: the observers are
         // this thread's now (see `markReleasedLocked`).
