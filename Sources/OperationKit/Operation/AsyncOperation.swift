@@ -1,3 +1,5 @@
+import Synchronization
+
 /// An operation that runs an `async` closure in a Swift `Task`.
 ///
 /// ```swift
@@ -35,8 +37,9 @@ public final class AsyncOperation<Output: Sendable>: ConcurrentOperation, @unche
     /// Type-erased as in ``ResultProcedure`` (unspecialised code reads it).
     private var _result: Result<Any, any Error>?
     /// Whether the closure of an `AsyncOperation<Void>` returned: its result, without boxing `()`
-    /// into an `Any` (``result`` then reads `.success(())`).
-    private var voidReturned = false
+    /// into an `Any` (``result`` then reads `.success(())`). Not under the lock: it only ever
+    /// becomes `true`, once, before the operation finishes.
+    private let voidReturned = Atomic<Bool>(false)
 
     /// Creates an operation that runs `body` in a task when it starts.
     ///
@@ -57,9 +60,8 @@ public final class AsyncOperation<Output: Sendable>: ConcurrentOperation, @unche
     /// operation that finished without running it (cancelled before it started). Readable from
     /// any thread.
     public var result: Result<Output, any Error>? {
-        let (result, voidReturned) = machine.lock.withLock { (_result, self.voidReturned) }
-        if voidReturned { return .success(() as! Output) }
-        return result?.map { $0 as! Output }
+        if voidReturned.load(ordering: .acquiring) { return .success(() as! Output) }
+        return machine.lock.withLock { _result }?.map { $0 as! Output }
     }
 
     /// The value the closure returned, or `nil` (see ``result``). Readable from any thread.
@@ -137,7 +139,7 @@ public final class AsyncOperation<Output: Sendable>: ConcurrentOperation, @unche
         do {
             let value = try await body()
             if Output.self == Void.self {
-                machine.lock.withLock { voidReturned = true }
+                voidReturned.store(true, ordering: .releasing)
                 return
             }
             result = .success(value as Any)
