@@ -31,3 +31,42 @@ extension ConcurrentOperation {
         return TaskPriority(qualityOfService)
     }
 }
+
+/// A task priority, or none, as a plain integer: `TaskPriority` is a resilient type, so every copy
+/// or comparison of a `TaskPriority?` goes through value-witness calls (a few hundred instructions
+/// per async operation on the runner's hand-off path). The code of `nil` is `none`; that of a
+/// priority is its raw value.
+struct TaskPriorityCode: Equatable {
+    let rawValue: UInt16
+
+    static let none = TaskPriorityCode(rawValue: 0x100)
+
+    private init(rawValue: UInt16) {
+        self.rawValue = rawValue
+    }
+
+    init(_ priority: TaskPriority?) {
+        rawValue = priority.map { UInt16($0.rawValue) } ?? 0x100
+    }
+
+    /// The code of `TaskPriority(qualityOfService)`, without making the priority.
+    init(_ qualityOfService: DispatchQoS.QoSClass) {
+        switch qualityOfService {
+        case .userInteractive, .userInitiated: self = Self.high
+        case .default: self = Self.medium
+        case .utility: self = Self.utility
+        case .background: self = Self.background
+        default: self = .none
+        }
+    }
+
+    private static let high = TaskPriorityCode(TaskPriority.high)
+    private static let medium = TaskPriorityCode(TaskPriority.medium)
+    private static let utility = TaskPriorityCode(TaskPriority.utility)
+    private static let background = TaskPriorityCode(TaskPriority.background)
+
+    /// The priority this code stands for.
+    var priority: TaskPriority? {
+        self == .none ? nil : TaskPriority(rawValue: UInt8(truncatingIfNeeded: rawValue))
+    }
+}

@@ -1,3 +1,5 @@
+import Synchronization
+
 /// An operation that runs an `async` closure in a Swift `Task`.
 ///
 /// ```swift
@@ -26,13 +28,18 @@ public final class AsyncOperation<Output: Sendable>: ConcurrentOperation, @unche
     // `didFinishWithoutExecuting()` (which runs instead of `execute()`); the queue's and the state
     // machine's locks order those accesses.
     private var body: (@Sendable () async throws -> Output)?
-    private let priority: TaskPriority?
+    /// The priority given to the initialiser, as a code (see `TaskPriorityCode`).
+    private let priority: TaskPriorityCode
 
     // protected by machine.lock
     /// The runner whose task runs the closure, from the start (see `AsyncRunner`).
     private var runner: AsyncRunner?
     /// Type-erased as in ``ResultProcedure`` (unspecialised code reads it).
     private var _result: Result<Any, any Error>?
+    /// Whether the closure of an `AsyncOperation<Void>` returned: its result, without boxing `()`
+    /// into an `Any` (``result`` then reads `.success(())`). Not under the lock: it only ever
+    /// becomes `true`, once, before the operation finishes.
+    private let voidReturned = Atomic<Bool>(false)
 
     /// Creates an operation that runs `body` in a task when it starts.
     ///
@@ -45,7 +52,7 @@ public final class AsyncOperation<Output: Sendable>: ConcurrentOperation, @unche
         name: String? = nil, priority: TaskPriority? = nil, _ body: @escaping @Sendable () async throws -> Output
     ) {
         self.body = body
-        self.priority = priority
+        self.priority = TaskPriorityCode(priority)
         super.init(name: name)
     }
 
@@ -53,7 +60,8 @@ public final class AsyncOperation<Output: Sendable>: ConcurrentOperation, @unche
     /// operation that finished without running it (cancelled before it started). Readable from
     /// any thread.
     public var result: Result<Output, any Error>? {
-        machine.lock.withLock { _result }?.map { $0 as! Output }
+        if voidReturned.load(ordering: .acquiring) { return .success(() as! Output) }
+        return machine.lock.withLock { _result }?.map { $0 as! Output }
     }
 
     /// The value the closure returned, or `nil` (see ``result``). Readable from any thread.
@@ -101,7 +109,7 @@ public final class AsyncOperation<Output: Sendable>: ConcurrentOperation, @unche
             finishAfterStart()
             return
         }
-        let runner = AsyncRunner(running: self, priority: priority ?? taskPriorityForExecution)
+        let runner = AsyncRunner(running: self, priority: priority.priority ?? taskPriorityForExecution)
         // Published in the same step as the cancelled flag is read: a cancel either comes after
         // (and finds the runner) or before (and is seen here).
         let cancelled = machine.lock.withLock { () -> Bool in
@@ -116,19 +124,25 @@ public final class AsyncOperation<Output: Sendable>: ConcurrentOperation, @unche
         self.runner = runner
     }
 
-    override func canRunOnAsyncRunner(priority runnerPriority: TaskPriority?, queue: ConcurrentOperationQueue) -> Bool {
+    override func canRunOnAsyncRunner(priority runnerPriority: TaskPriorityCode, queue: ConcurrentOperationQueue) -> Bool {
         // Not started yet: nothing else touches these fields now.
         guard body != nil else { return false }
+        if priority != .none { return priority == runnerPriority }
         let qualityOfService = queuedQualityOfService == .unspecified ? queue.qualityOfService : queuedQualityOfService
-        return (priority ?? TaskPriority(qualityOfService)) == runnerPriority
+        return TaskPriorityCode(qualityOfService) == runnerPriority
     }
 
-    override func runOnAsyncRunner() async {
+    nonisolated(nonsending) override func runOnAsyncRunner() async {
         guard let body else { return }
         self.body = nil
         let result: Result<Any, any Error>
         do {
-            result = .success(try await body() as Any)
+            let value = try await body()
+            if Output.self == Void.self {
+                voidReturned.store(true, ordering: .releasing)
+                return
+            }
+            result = .success(value as Any)
         } catch {
             result = .failure(error)
         }

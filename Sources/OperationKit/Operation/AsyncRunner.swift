@@ -20,16 +20,16 @@ final class AsyncRunner: @unchecked Sendable {  // mutable fields are protected 
     @exclusivity(unchecked) private var cancelled = false
     @exclusivity(unchecked) private var task: Task<Void, Never>?
     /// The task's priority; set before the task starts.
-    let priority: TaskPriority?
+    let priority: TaskPriorityCode
 
     init(running operation: ConcurrentOperation, priority: TaskPriority?) {
         current = ObjectIdentifier(operation)
-        self.priority = priority
+        self.priority = TaskPriorityCode(priority)
     }
 
     /// Starts the task, whose first closure is `first`'s.
     func start(with first: ConcurrentOperation) {
-        let task = Task(priority: priority) { await run(first: first) }
+        let task = Task(priority: priority.priority) { await run(first: first) }
         let cancelNow = lock.withLock { () -> Bool in
             self.task = task
             return cancelled

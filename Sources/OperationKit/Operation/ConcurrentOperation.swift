@@ -339,10 +339,11 @@ open class ConcurrentOperation {
 
     /// Whether an async runner holding a slot of `queue` at `priority` may run this operation's
     /// work itself (see `AsyncRunner`); only ``AsyncOperation`` can.
-    func canRunOnAsyncRunner(priority: TaskPriority?, queue: ConcurrentOperationQueue) -> Bool { false }
+    func canRunOnAsyncRunner(priority: TaskPriorityCode, queue: ConcurrentOperationQueue) -> Bool { false }
 
-    /// Runs the operation's async work on an async runner (``AsyncOperation``).
-    func runOnAsyncRunner() async {}
+    /// Runs the operation's async work on an async runner (``AsyncOperation``), on the runner's
+    /// executor (no hop on the way in and out: the runner's task runs on the global executor).
+    nonisolated(nonsending) func runOnAsyncRunner() async {}
 
     /// Under `machine.lock`, as the operation starts on `runner`: it runs there
     /// (``AsyncOperation``, to cancel its closure).

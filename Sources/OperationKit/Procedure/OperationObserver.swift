@@ -181,6 +181,9 @@ public struct ClosureObserver: OperationObserver {
         let onDidAdd: (@Sendable (ProcedureOperation, ConcurrentOperation) -> Void)?
         let onWillFinish: (@Sendable (ProcedureOperation, [any Error]) -> Void)?
         let onDidFinish: (@Sendable (ProcedureOperation, [any Error]) -> Void)?
+        /// The events for which a closure was given (worked out once: the procedure asks for
+        /// every event it delivers).
+        let observedEvents: ProcedureEventKinds
 
         init(
             didAttach: (@Sendable (ProcedureOperation) -> Void)?,
@@ -202,24 +205,23 @@ public struct ClosureObserver: OperationObserver {
             onDidAdd = didAdd
             onWillFinish = willFinish
             onDidFinish = didFinish
+            var kinds: ProcedureEventKinds = []
+            if didAttach != nil { kinds.insert(.didAttach) }
+            if willExecute != nil { kinds.insert(.willExecute) }
+            if didExecute != nil { kinds.insert(.didExecute) }
+            if didCancel != nil { kinds.insert(.didCancel) }
+            if didProduce != nil || didAdd != nil { kinds.insert(.didAdd) }
+            if willAdd != nil { kinds.insert(.willAdd) }
+            if willFinish != nil { kinds.insert(.willFinish) }
+            if didFinish != nil { kinds.insert(.didFinish) }
+            observedEvents = kinds
         }
     }
 
     private let closures: Closures
 
     /// The events for which a closure was given.
-    public var observedEvents: ProcedureEventKinds {
-        var kinds: ProcedureEventKinds = []
-        if closures.onDidAttach != nil { kinds.insert(.didAttach) }
-        if closures.onWillExecute != nil { kinds.insert(.willExecute) }
-        if closures.onDidExecute != nil { kinds.insert(.didExecute) }
-        if closures.onDidCancel != nil { kinds.insert(.didCancel) }
-        if closures.onDidProduce != nil || closures.onDidAdd != nil { kinds.insert(.didAdd) }
-        if closures.onWillAdd != nil { kinds.insert(.willAdd) }
-        if closures.onWillFinish != nil { kinds.insert(.willFinish) }
-        if closures.onDidFinish != nil { kinds.insert(.didFinish) }
-        return kinds
-    }
+    public var observedEvents: ProcedureEventKinds { closures.observedEvents }
 
     /// Creates an observer from the closures given. Each runs as the event of the same name of
     /// ``OperationObserver``.

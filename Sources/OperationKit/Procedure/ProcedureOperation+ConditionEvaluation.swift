@@ -10,7 +10,7 @@ extension ProcedureOperation {
             case one
             case several
         }
-        var single: any OperationCondition = NoCondition()
+        var single = FirstCondition.none
         var signal: ProcedureTakenSignal?
         let taken = machine.lock.withLock { () -> Taken in
             switch procedureLifecycle.dependenciesFinished(hasConditions: conditionTotal > 0) {
@@ -22,7 +22,7 @@ extension ProcedureOperation {
                 // The usual case: one condition, with nothing to wait for.
                 if conditionTotal == 1 && (conditionExtras == nil || firstGateIsOpenLocked()) {
                     conditionProgress.beginOne()
-                    single = firstCondition.condition
+                    single = firstCondition
                     return .one
                 }
                 return .several
@@ -33,7 +33,12 @@ extension ProcedureOperation {
         case .proceed:
             return true
         case .one:
-            return evaluateOne(single, queue: queue)
+            // A ``ClosureCondition`` (the usual one) is asked without an existential.
+            switch single {
+            case .closure(let condition): return evaluateOne(condition, queue: queue)
+            case .boxed(let box): return evaluateOne(box.condition, queue: queue)
+            case .none: return evaluateOne(NoCondition(), queue: queue)
+            }
         case .several:
             return evaluateSeveral(queue: queue)
         }
@@ -146,7 +151,7 @@ extension ProcedureOperation {
     /// One condition (the usual case): its evaluation state lives in the procedure, and the
     /// completion captures only the procedure — no evaluation object; a condition that answers
     /// synchronously (``ClosureCondition``) is asked directly, without a completion.
-    private func evaluateOne(_ condition: any OperationCondition, queue: ConcurrentOperationQueue) -> Bool {
+    private func evaluateOne<Condition: OperationCondition>(_ condition: Condition, queue: ConcurrentOperationQueue) -> Bool {
         if let result = condition._evaluateImmediately(for: self) {
             return conditionsDecided(result, categories: condition.mutuallyExclusiveCategories, queue: queue, onWorker: true) {
                 [(condition.name, result)]

@@ -232,7 +232,9 @@ extension ProcedureOperation {
         }
     }
 
-    private func run(_ after: AfterDelivery) {
+    /// Runs what follows an event's delivery (or its skipping), on this thread, or once the
+    /// observers with an event queue have been told.
+    func run(_ after: AfterDelivery) {
         if case .nothing = after { return }
         // The rest of a finish, after will finish or did finish: once the observers with an event
         // queue have been told (a last job on their queue if they have not yet).
@@ -351,14 +353,19 @@ extension ProcedureOperation {
         case .none:
             break
         case .first:
-            tell(firstObserver.observer, event)
+            // A ``ClosureObserver`` (the usual first observer) is told without an existential.
+            switch firstObserver {
+            case .none: break
+            case .closure(let observer): tell(observer, event)
+            case .boxed(let box): tell(box.observer, event)
+            }
         case .list(let list):
             for observer in list { tell(observer, event) }
         }
     }
 
     /// Tells one observer, if it wants this kind of event.
-    private func tell(_ observer: any OperationObserver, _ event: ProcedureEvent) {
+    private func tell<Observer: OperationObserver>(_ observer: Observer, _ event: ProcedureEvent) {
         // Each observer is told only the kinds of event it wants.
         guard observer.observedEvents.contains(event.kind) else { return }
         switch event {

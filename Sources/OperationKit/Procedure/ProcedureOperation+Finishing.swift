@@ -69,6 +69,9 @@ extension ProcedureOperation {
             case tellQueueFirst(ConcurrentOperationQueue)
             /// Did execute and will finish are queued already (no queue listener to tell first).
             case queued(FinishEvents)
+            /// Nobody listens to did execute or will finish, and no event is being delivered: both
+            /// were skipped in the state change's step; the rest of the finish follows at once.
+            case skipped
         }
         let taken = machine.lock.withLock { () -> Taken in
             switch procedureLifecycle.finish() {
@@ -78,6 +81,12 @@ extension ProcedureOperation {
                 if produceProgress.finishRequested() { return .deferred }
                 if let queue = self.queue, queue.hasListeners.load(ordering: .acquiring) {
                     return .tellQueueFirst(queue)
+                }
+                // The usual procedure: what `enqueueFinishEventsLocked` does when both events are
+                // skipped, without making them.
+                if !eventDelivery.isDelivering && observedEvents.union(hookEvents).isDisjoint(with: [.didExecute, .willFinish]) {
+                    didExecuteTold.store(true, ordering: .releasing)
+                    return .skipped
                 }
                 // The state change and the events in one step.
                 return .queued(enqueueFinishEventsLocked(executed: true, asLastStep: asLastStep))
@@ -105,6 +114,13 @@ extension ProcedureOperation {
             completeFinish(executed: true, queue: queue, asLastStep: asLastStep)
         case .queued(let events):
             deliver(events, asLastStep: asLastStep)
+        case .skipped:
+            // (`run` waits for the observers with an event queue, if there are any.)
+            if hasEventQueueObservers.load(ordering: .acquiring) {
+                run(.finishExecuted(asLastStep: asLastStep))
+            } else {
+                finishExecuted(asLastStep: asLastStep)
+            }
         }
         return true
     }
@@ -178,35 +194,46 @@ extension ProcedureOperation {
     /// no wait returns before the did-finish observers have. If another event is being delivered,
     /// did finish and the tail are left to the thread delivering.
     private func didComplete(then tail: consuming FinishTail?) {
-        let direct: DirectFinish
-        if let taken = finishedDirectly.take() {
-            direct = taken
+        if let direct = finishedDirectly.take() {
+            completeDirectly(direct, then: tail)
         } else {
-            // Another event is being delivered (by this thread further up, or another): did
-            // finish waits its turn, and the thread delivering lets go of the observers.
-            var queued: EventDisposition?
-            var after = AfterDelivery.nothing
-            var hasObservers = false
-            var tell = false
-            let (exclusive, errors) = machine.lock.withLock { () -> (Bool, [any Error]) in
-                let exclusive = exclusivity.release()
-                if eventDelivery.releaseAfterDelivery() {
-                    if let held = tail { after = .completeTail(PendingTail(held)) }
-                    queued = enqueueEventLocked(.didFinish(_errors), then: after, handOffThen: true)
-                } else {
-                    tell = observedEvents.union(hookEvents).contains(.didFinish)
-                    hasObservers = markReleasedLocked() > 0
-                }
-                return (exclusive, _errors)
-            }
-            if let queued {
-                if exclusive { ExclusivityController.release(ObjectIdentifier(self)) }
-                // Queued: the thread delivering tells did finish, then completes the tail.
-                handle(queued, delivering: .didFinish(errors), then: after)
-                return
-            }
-            direct = DirectFinish(exclusive: exclusive, tellHooksAndObservers: tell, hasObservers: hasObservers)
+            didCompleteWhileDelivering(then: tail)
         }
+    }
+
+    /// ``didComplete(then:)`` when another event is being delivered (by this thread further up,
+    /// or another): did finish waits its turn, and the thread delivering lets go of the
+    /// observers. (Out of line, so that the usual path moves its tail instead of capturing it.)
+    @inline(never)
+    private func didCompleteWhileDelivering(then tail: consuming FinishTail?) {
+        let pending = (consume tail).map { PendingTail($0) }
+        var queued: EventDisposition?
+        var after = AfterDelivery.nothing
+        var hasObservers = false
+        var tell = false
+        let (exclusive, errors) = machine.lock.withLock { () -> (Bool, [any Error]) in
+            let exclusive = exclusivity.release()
+            if eventDelivery.releaseAfterDelivery() {
+                if let pending { after = .completeTail(pending) }
+                queued = enqueueEventLocked(.didFinish(_errors), then: after, handOffThen: true)
+            } else {
+                tell = observedEvents.union(hookEvents).contains(.didFinish)
+                hasObservers = markReleasedLocked() > 0
+            }
+            return (exclusive, _errors)
+        }
+        if let queued {
+            if exclusive { ExclusivityController.release(ObjectIdentifier(self)) }
+            // Queued: the thread delivering tells did finish, then completes the tail.
+            handle(queued, delivering: .didFinish(errors), then: after)
+            return
+        }
+        completeDirectly(
+            DirectFinish(exclusive: exclusive, tellHooksAndObservers: tell, hasObservers: hasObservers), then: pending?.tail)
+    }
+
+    /// The rest of ``didComplete(then:)`` once no event is being delivered.
+    private func completeDirectly(_ direct: DirectFinish, then tail: consuming FinishTail?) {
         if direct.exclusive { ExclusivityController.release(ObjectIdentifier(self)) }
         // No event can come after did finish, and none is being delivered: the observers are
         // this thread's now (see `markReleasedLocked`).
@@ -215,19 +242,25 @@ extension ProcedureOperation {
             let errors = _errors
             procedureDidFinish(with: errors)
             if direct.hasObservers {
-                tellDidFinish(firstObserver.observer, errors)
+                switch firstObserver {
+                case .none: break
+                case .closure(let observer): tellDidFinish(observer, errors)
+                case .boxed(let box): tellDidFinish(box.observer, errors)
+                }
                 if let more = conditionExtras?.moreObservers { for observer in more { tellDidFinish(observer, errors) } }
             }
         }
         // Observers with an event queue were posted did finish: the tail waits for them.
         let mailboxes = direct.hasObservers ? eventMailboxes() : []
         releaseUnlocked()
-        guard let tail else { return }
+        // Moved, not copied: a copy of the tail (two operation lists, the waiters) costs retains
+        // and releases, and destroying the original goes through value witnesses.
+        guard let held = consume tail else { return }
         if mailboxes.isEmpty {
-            completeTail(tail)
+            completeTail(held)
         } else {
             // (Touched by one thread at a time: this one, then the one running the continuation.)
-            let pending = UncheckedSendable(PendingTail(tail))
+            let pending = UncheckedSendable(PendingTail(held))
             EventMailboxes.after(mailboxes) { [self] in completeTail(pending.value.tail) }
         }
     }
@@ -239,7 +272,7 @@ extension ProcedureOperation {
         init(_ tail: FinishTail) { self.tail = tail }
     }
 
-    private func tellDidFinish(_ observer: any OperationObserver, _ errors: [any Error]) {
+    private func tellDidFinish<Observer: OperationObserver>(_ observer: Observer, _ errors: [any Error]) {
         if observer.observedEvents.contains(.didFinish) { observer.didFinish(self, with: errors) }
     }
 

@@ -18,8 +18,10 @@ open class ResultProcedure<Output: Sendable>: ProcedureOperation, @unchecked Sen
     /// The value, type-erased: unspecialised code touching an `Output?` field (every
     /// `ClosureProcedure<T>.execute()` and deinit run unspecialised, from the queue) looks up
     /// `Optional<Output>`'s metadata in the runtime's cache each time, a few hundred
-    /// instructions; `Any?` is not generic. Values of up to three words are stored inline.
-    @exclusivity(unchecked) private var _output: Any?
+    /// instructions; `Any` is not generic. Boxed (see `ProcedureOutput`): an `Any?` field is
+    /// copied and destroyed through value witnesses even when empty, in every procedure's finish
+    /// and deinit, while a reference is one word; a `Void` output shares one box.
+    @exclusivity(unchecked) private var _output: ProcedureOutput?
 
     /// Creates a procedure. Subclasses override ``ConcurrentOperation/execute()`` and finish with
     /// ``finish(withValue:)``.
@@ -33,7 +35,7 @@ open class ResultProcedure<Output: Sendable>: ProcedureOperation, @unchecked Sen
     /// ``ProcedureOperation/finish(with:)`` or without a value, or cancelled before executing).
     /// Set in the same step as the finish counts, before will-finish observers run. Readable from
     /// any thread.
-    public var output: Output? { machine.lock.withLock { _output }.map { $0 as! Output } }
+    public var output: Output? { machine.lock.withLock { _output }.map { $0.value as! Output } }
 
     /// The outcome: `.failure` with the first of ``ProcedureOperation/errors`` as soon as there is
     /// one (an error given to ``ProcedureOperation/cancel(with:)`` counts at once, and wins over a
@@ -43,7 +45,7 @@ open class ResultProcedure<Output: Sendable>: ProcedureOperation, @unchecked Sen
     public var result: Result<Output, any Error>? {
         machine.lock.withLock {
             if let error = _errors.first { return .failure(error) }
-            return _output.map { .success($0 as! Output) }
+            return _output.map { .success($0.value as! Output) }
         }
     }
 
@@ -58,18 +60,18 @@ open class ResultProcedure<Output: Sendable>: ProcedureOperation, @unchecked Sen
     ///   `false` if it was ignored (the value is then dropped).
     @discardableResult
     public func finish(withValue value: Output) -> Bool {
-        finishCollecting([]) { self._output = .some(value as Any) }  // boxed as is: a nil `Output` stays a value
+        finishCollecting([]) { self._output = ProcedureOutput.make(value) }  // boxed as is: a nil `Output` stays a value
     }
 
     /// ``finish(withValue:)`` from this module's own `execute()`, which returns right after.
     func finishAsLastStep(withValue value: Output) {
-        _ = finishCollecting([], asLastStep: true) { self._output = .some(value as Any) }
+        _ = finishCollecting([], asLastStep: true) { self._output = ProcedureOutput.make(value) }
     }
 
     /// ``finish(withValue:)`` with `()`, for `Output == Void`, from this module's own
     /// `execute()`: the value is stored type-erased, as `()`.
     func finishAsLastStepWithVoid() {
-        _ = finishCollecting([], asLastStep: true) { self._output = .some(() as Any) }
+        _ = finishCollecting([], asLastStep: true) { self._output = ProcedureOutput.void }
     }
 
     /// Finishes the procedure with `result`: with its value (``finish(withValue:)``), or with its
@@ -319,4 +321,22 @@ struct InjectionCondition<Value: Sendable>: OperationCondition {
             .inputUnavailable, operations: [procedure.displayName, producer.displayName],
             "the producer \(why)", underlying: producer.errors)))
     }
+}
+
+/// The value a ``ResultProcedure`` finished with, type-erased, in a box of its own (see
+/// `ResultProcedure._output`). Immutable once made.
+final class ProcedureOutput: @unchecked Sendable {  // `value` is a `Sendable` output, never mutated
+    let value: Any
+
+    private init(erased value: Any) {
+        self.value = value
+    }
+
+    /// The box of `value`; the shared ``void`` box for `()`.
+    static func make<Output: Sendable>(_ value: Output) -> ProcedureOutput {
+        Output.self == Void.self ? void : ProcedureOutput(erased: value)
+    }
+
+    /// The box of `()`, shared by every procedure that finishes without a value of its own.
+    static let void = ProcedureOutput(erased: ())
 }

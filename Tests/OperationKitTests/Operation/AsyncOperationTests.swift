@@ -31,6 +31,23 @@ struct AsyncOperationTests {
         #expect(operation.output == nil)
     }
 
+    @Test("an AsyncOperation<Void> has the result .success(()) once its closure returned; none before, none if cancelled before it started")
+    func voidResult() async throws {
+        let queue = ConcurrentOperationQueue(name: "async-void")
+        let operation = AsyncOperation { () async in }
+        #expect(operation.result == nil && operation.output == nil)
+        try queue.addOperation(operation)
+        try await operation.finished(within: .seconds(30))
+        let succeeded = if case .success? = operation.result { true } else { false }
+        #expect(succeeded && operation.output != nil && operation.error == nil)
+
+        let cancelled = AsyncOperation { () async in }
+        cancelled.cancel()
+        try queue.addOperation(cancelled)
+        try await cancelled.finished(within: .seconds(30))
+        #expect(cancelled.result == nil && cancelled.output == nil)
+    }
+
     @Test("it holds its queue slot until the closure returns: a serial queue runs the next one only then")
     func holdsSlot() async throws {
         let queue = try ConcurrentOperationQueue(name: "serial", maxConcurrentOperationCount: 1)

@@ -27,6 +27,24 @@ struct ResultInjectionTests {
         }
     }
 
+    @Test("outputs of every shape: () from a ClosureProcedure<Void> and from finish(withValue: ()), a nil Optional, a large value")
+    func outputShapes() async throws {
+        struct Large: Equatable { var a = 1, b = 2, c = 3, d = 4, e = 5 }
+        let queue = ConcurrentOperationQueue(name: "output-shapes")
+        let closureVoid = ClosureProcedure<Void>(name: "closure-void") {}
+        let valueVoid = Producer<Void>(name: "value-void") { $0.finish(withValue: ()) }
+        let nilOptional = Producer<Int?>(name: "nil-optional") { $0.finish(withValue: nil) }
+        let large = ClosureProcedure<Large>(name: "large") { Large() }
+        #expect(closureVoid.output == nil && valueVoid.result == nil, "nothing before they finished")
+        let all: [ConcurrentOperation] = [closureVoid, valueVoid, nilOptional, large]
+        try queue.addOperations(all, waitUntilFinished: false)
+        for operation in all { try await operation.finished(within: .seconds(30)) }
+        #expect(closureVoid.output != nil && describe(closureVoid.result) == "value ()")
+        #expect(valueVoid.output != nil && describe(valueVoid.result) == "value ()")
+        #expect(nilOptional.output == .some(nil), "a nil Optional output is still a value")
+        #expect(large.output == Large())
+    }
+
     @Test("finish(withValue:), finish(with:), finish(), finish(withResult:): output and result")
     func finishing() async throws {
         let queue = ConcurrentOperationQueue(name: "results")
