@@ -1,12 +1,11 @@
 // DeterministicQueue: a queue whose workers run only when the test steps them, on the test's
 // thread, with a virtual clock; child queues of its groups and retries step with it.
 import OperationKit
-import Synchronization
 
 /// An `OperationExecutor` that keeps the jobs it is given until they are run one by
 /// one with ``runNext()``, on the calling thread, in the order they were enqueued.
 public final class ManualExecutor: OperationExecutor, Sendable {
-    private let jobs = Mutex<[OperationExecutorJob]>([])
+    private let jobs = Locked<[OperationExecutorJob]>([])
 
     /// Creates an executor with no jobs.
     public init() {}
