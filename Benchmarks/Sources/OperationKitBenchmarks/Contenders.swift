@@ -337,7 +337,8 @@ struct FoundationContender: QueueContender {
 
 // MARK: - Raw Dispatch
 
-/// A graph node for the Dispatch baseline: a body, a count of unfinished dependencies and its dependents.
+/// A graph node for the Dispatch baseline (and the minimal scheduler's `MinimalNode`): a body, a count of
+/// unfinished dependencies and its dependents.
 final class DispatchNode {
     let body: @Sendable () -> Void
     let unfinishedDependencies = Atomic<Int>(0)
@@ -349,7 +350,8 @@ final class DispatchNode {
     }
 }
 
-// `dependents` is mutated only before any node is dispatched (the dispatch publishes it); the counter is atomic.
+// `dependents` is mutated only before any node is handed over (the dispatch, or the minimal scheduler's
+// lock, publishes it); the counter is atomic.
 extension DispatchNode: @unchecked Sendable {}
 
 /// Raw Dispatch: one `async(group:)` per unit on the global queue; graphs count down an atomic per node.

@@ -8,23 +8,9 @@ import Synchronization
 // one drain loop per core (each started with `DispatchQueue.global().async`) takes nodes from the FIFO
 // and runs them. No cancellation, suspension, priorities, states, observers or errors.
 
-/// One unit of work of the minimal scheduler.
-final class MinimalNode {
-    let body: @Sendable () -> Void
-    /// Dependencies that have not finished yet; the node is ready when it reaches zero.
-    let unfinishedDependencies = Atomic<Int>(0)
-    // Written only while the graph is built, before the node's dependencies are handed to the scheduler;
-    // read-only afterwards.
-    var dependents: [MinimalNode] = []
-
-    init(body: @escaping @Sendable () -> Void) {
-        self.body = body
-    }
-}
-
-// `dependents` is mutated only before the graph is handed over (the FIFO's lock publishes it); the counter
-// is atomic.
-extension MinimalNode: @unchecked Sendable {}
+/// One unit of work of the minimal scheduler: the same node as the Dispatch baseline's (a body, an
+/// atomic count of unfinished dependencies, its dependents).
+typealias MinimalNode = DispatchNode
 
 /// The ready FIFO, the number of drain loops and of unfinished nodes; all under one lock.
 private struct MinimalState {
