@@ -55,27 +55,50 @@ extension ConcurrentOperation {
     /// queue's did-finish, the release of dependents (those of other queues handed to their
     /// queues). Returns the rest, for ``completeTail(_:)``, or `nil` if this call did not finish
     /// the operation. With `holdsTail`, waits that begin from now on wait for the tail too.
+    ///
+    /// `lockHeld`: the caller holds `machine.lock` (a procedure makes this step in its own
+    /// finish's critical section, see `ProcedureOperation.finishCollecting`); it is let go of
+    /// here.
     @inline(__always)
-    final func finishKeepingTail(handOff: FinishHandOff, holdsTail: Bool) -> FinishTail? {
-        let outcome = finishLifecycle {
-            willBecomeFinishedLocked()
-            var taken = Finished(
-                completion: _completionBlock, queue: queueReference, dependencies: _dependencies,
-                wasCancelled: machine.lifecycle.isCancelled)
-            // An atomic load (no lock): the instrument, and then the errors of the outcome.
-            if let queue = queueReference {
-                taken.instrument = queue._withUnsafeGuaranteedRef { $0.instrumentSlot.current }
-            } else {
-                taken.instrument = OperationInstrumentation.defaultSlot.current
-            }
-            if taken.instrument != nil { taken.errors = instrumentErrorsLocked() }
-            _completionBlock = nil
-            queueReference = nil
-            _dependencies = OperationList()
-            processedDependencyCount = 0
-            return taken
+    final func finishKeepingTail(handOff: FinishHandOff, holdsTail: Bool, lockHeld: Bool = false) -> FinishTail? {
+        if !lockHeld { machine.lock.lock() }
+        guard let finished = finishStepLocked() else {
+            machine.lock.unlock()
+            return nil
         }
-        guard case .success(let finished) = outcome else { return nil }
+        machine.lock.unlock()
+        return finishAfterStep(finished, handOff: handOff, holdsTail: holdsTail)
+    }
+
+    /// Under `machine.lock`: the finish step — the state becomes finished and what the rest of
+    /// the finish needs is taken. Returns `nil` if the operation is not executing (not started,
+    /// or already finishing). Must not call out.
+    @inline(__always)
+    private func finishStepLocked() -> Finished? {
+        guard case .finalize = machine.lifecycle.finish() else { return nil }
+        machine.lifecycle.finalized()
+        willBecomeFinishedLocked()
+        var taken = Finished(
+            completion: _completionBlock, queue: queueReference, dependencies: _dependencies,
+            wasCancelled: machine.lifecycle.isCancelled)
+        // An atomic load (no lock): the instrument, and then the errors of the outcome.
+        if let queue = queueReference {
+            taken.instrument = queue._withUnsafeGuaranteedRef { $0.instrumentSlot.current }
+        } else {
+            taken.instrument = OperationInstrumentation.defaultSlot.current
+        }
+        if taken.instrument != nil { taken.errors = instrumentErrorsLocked() }
+        _completionBlock = nil
+        queueReference = nil
+        _dependencies = OperationList()
+        processedDependencyCount = 0
+        return taken
+    }
+
+    /// The rest of ``finishKeepingTail(handOff:holdsTail:lockHeld:)`` after the finish step, with
+    /// no lock held.
+    @inline(__always)
+    private func finishAfterStep(_ finished: consuming Finished, handOff: FinishHandOff, holdsTail: Bool) -> FinishTail {
         finished.completion?()
         // The queue is alive: it counts this operation until `operationDidFinish`.
         finished.queue?._withUnsafeGuaranteedRef { $0.notifyDelegate(didFinish: self) }
@@ -243,6 +266,7 @@ extension ConcurrentOperation {
         }
     }
 
+    /// What the finish step took (see ``finishStepLocked()``).
     private struct Finished {
         var completion: (@Sendable () -> Void)?
         var queue: Unmanaged<ConcurrentOperationQueue>?

@@ -99,9 +99,15 @@ extension ConcurrentOperation {
             if let instrument, takeReadyTelling() { tell(.ready, queue: queue, to: instrument) }
             // A procedure evaluates its conditions first; while they are pending it leaves the
             // worker, and its queue runs it again once they are done.
-            guard prepareToRun(on: queue) else { return .keepSlot }
+            let preparation = prepareToRun(on: queue, instrumented: instrument != nil)
+            if preparation == .putBack { return .keepSlot }
             willTellStarted(instrument)
-            let action = machine.lock.withLock { startStepLocked() }
+            let action = machine.lock.withLock { () -> OperationLifecycle.StartAction in
+                // Conditions satisfied on this worker, their answer recorded in the start step
+                // (refused if a cancel abandoned the evaluation meanwhile and put it back).
+                if preparation == .startSatisfyingConditions && !conditionsSatisfiedLocked() { return .refuse(.notReady) }
+                return startStepLocked()
+            }
             switch action {
             case .execute:
                 tellLifecycleEventStreams()
@@ -122,8 +128,9 @@ extension ConcurrentOperation {
             case .finishWithoutExecuting:
                 finishWithoutExecuting()
             case .refuse:
-                // Started by someone else (a queue refuses `start()` by hand, so this does not
-                // happen); nothing ran and the worker keeps its slot.
+                // A cancel abandoned the evaluation of its conditions (and put it back in its
+                // queue), or started by someone else (a queue refuses `start()` by hand, so that
+                // does not happen): nothing ran and the worker keeps its slot.
                 return .keepSlot
             }
             if let deferred = deferredReady {

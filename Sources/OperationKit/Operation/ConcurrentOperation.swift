@@ -154,23 +154,6 @@ open class ConcurrentOperation {
     @exclusivity(unchecked) private var _queuePriority: QueuePriority = .normal
     @exclusivity(unchecked) private var _qualityOfService: DispatchQoS.QoSClass = .unspecified
 
-    /// Finishes the lifecycle and, still under the lock at the moment the state becomes
-    /// finished, runs `collect` (which must not call out).
-    @inline(__always)
-    final func finishLifecycle<Collected>(collect: () -> Collected) -> Result<Collected, OperationError> {
-        lock.lock()
-        switch lifecycle.finish() {
-        case .refuse(let code):
-            lock.unlock()
-            return .failure(OperationError(code, operations: [displayName], "finish() refused"))
-        case .finalize:
-            lifecycle.finalized()
-            let collected = collect()
-            lock.unlock()
-            return .success(collected)
-        }
-    }
-
     /// Creates an operation. Subclasses override ``execute()``.
     ///
     /// - Parameter name: A name for logs and errors.
@@ -332,10 +315,28 @@ open class ConcurrentOperation {
     /// drops its closure here.
     func didFinishWithoutExecuting() {}
 
-    /// Called by a queue worker that took the operation, before it starts it. Returns `false` when
-    /// the operation is not ready to start after all (a procedure whose conditions are still being
-    /// evaluated); it is then put back in the ready list with ``ConcurrentOperationQueue/requeue(_:)``.
-    func prepareToRun(on queue: ConcurrentOperationQueue) -> Bool { true }
+    /// What a queue worker does with an operation it took, once ``prepareToRun(on:instrumented:)``
+    /// has returned.
+    enum RunPreparation {
+        /// Not ready to start after all (a procedure whose conditions are still being evaluated):
+        /// it is put back in the ready list with ``ConcurrentOperationQueue/requeue(_:)`` later.
+        case putBack
+        /// Start it.
+        case start
+        /// Its conditions were satisfied on this worker and nothing was told of it: the start
+        /// step records that first (``conditionsSatisfiedLocked()``), saving a critical section.
+        case startSatisfyingConditions
+    }
+
+    /// Called by a queue worker that took the operation, before it starts it (see
+    /// ``RunPreparation``). `instrumented`: whether the worker tells an instrument of this run.
+    func prepareToRun(on queue: ConcurrentOperationQueue, instrumented: Bool) -> RunPreparation { .start }
+
+    /// Under `machine.lock`, in the start step after ``RunPreparation/startSatisfyingConditions``:
+    /// records that the conditions were satisfied. Returns `false` if that came too late (a
+    /// cancel abandoned the evaluation and put the operation back in its queue): it does not
+    /// start. Must not call out.
+    func conditionsSatisfiedLocked() -> Bool { true }
 
     /// Whether an async runner holding a slot of `queue` at `priority` may run this operation's
     /// work itself (see `AsyncRunner`); only ``AsyncOperation`` can.

@@ -3,8 +3,10 @@
 
 extension ProcedureOperation {
     /// On the worker that took the procedure: evaluates its conditions if it has any and has not
-    /// yet. Returns whether it goes on to start now.
-    func prepareConditions(queue: ConcurrentOperationQueue) -> Bool {
+    /// yet. Returns whether it goes on to start now, and whether the start step records the
+    /// conditions' answer (see `evaluateOne`). `instrumented`: whether the worker tells an
+    /// instrument of this run.
+    func prepareConditions(queue: ConcurrentOperationQueue, instrumented: Bool) -> RunPreparation {
         enum Taken {
             case proceed
             case one
@@ -31,16 +33,16 @@ extension ProcedureOperation {
         signal?.fire()
         switch taken {
         case .proceed:
-            return true
+            return .start
         case .one:
             // A ``ClosureCondition`` (the usual one) is asked without an existential.
             switch single {
-            case .closure(let condition): return evaluateOne(condition, queue: queue)
-            case .boxed(let box): return evaluateOne(box.condition, queue: queue)
-            case .none: return evaluateOne(NoCondition(), queue: queue)
+            case .closure(let condition): return evaluateOne(condition, queue: queue, instrumented: instrumented)
+            case .boxed(let box): return evaluateOne(box.condition, queue: queue, instrumented: instrumented)
+            case .none: return evaluateOne(NoCondition(), queue: queue, instrumented: instrumented)
             }
         case .several:
-            return evaluateSeveral(queue: queue)
+            return evaluateSeveral(queue: queue) ? .start : .putBack
         }
     }
 
@@ -150,19 +152,26 @@ extension ProcedureOperation {
 
     /// One condition (the usual case): its evaluation state lives in the procedure, and the
     /// completion captures only the procedure — no evaluation object; a condition that answers
-    /// synchronously (``ClosureCondition``) is asked directly, without a completion.
-    private func evaluateOne<Condition: OperationCondition>(_ condition: Condition, queue: ConcurrentOperationQueue) -> Bool {
+    /// synchronously (``ClosureCondition``) is asked directly, without a completion. Satisfied
+    /// that way, with no category to request and no instrument to tell, the answer is recorded
+    /// in the base operation's start step (`conditionsSatisfiedLocked`), not in a critical
+    /// section of its own.
+    private func evaluateOne<Condition: OperationCondition>(
+        _ condition: Condition, queue: ConcurrentOperationQueue, instrumented: Bool
+    ) -> RunPreparation {
         if let result = condition._evaluateImmediately(for: self) {
-            return conditionsDecided(result, categories: condition.mutuallyExclusiveCategories, queue: queue, onWorker: true) {
+            let categories = condition.mutuallyExclusiveCategories
+            if case .satisfied = result, !instrumented, categories.isEmpty { return .startSatisfyingConditions }
+            return conditionsDecided(result, categories: categories, queue: queue, onWorker: true) {
                 [(condition.name, result)]
-            }
+            } ? .start : .putBack
         }
         condition.evaluate(for: self) { [self] result in singleConditionAnswered(result) }
         let decided = machine.lock.withLock { conditionProgress.startedOne() }
-        guard let decided else { return false }
+        guard let decided else { return .putBack }
         return conditionsDecided(decided, categories: condition.mutuallyExclusiveCategories, queue: queue, onWorker: true) {
             [(condition.name, decided)]
-        }
+        } ? .start : .putBack
     }
 
     private func singleConditionAnswered(_ result: ConditionResult) {

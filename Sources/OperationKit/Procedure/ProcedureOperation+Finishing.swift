@@ -72,8 +72,11 @@ extension ProcedureOperation {
             /// Nobody listens to did execute or will finish, and no event is being delivered: both
             /// were skipped in the state change's step; the rest of the finish follows at once.
             case skipped
+            /// As `skipped`, with no observer with an event queue to wait for either: the base
+            /// operation's finish step follows in the same critical section.
+            case finishInStep
         }
-        let taken = machine.lock.withLock { () -> Taken in
+        func takeLocked() -> Taken {
             switch procedureLifecycle.finish() {
             case .finish:
                 if !errors.isEmpty { _errors.append(contentsOf: errors) }
@@ -86,6 +89,10 @@ extension ProcedureOperation {
                 // skipped, without making them.
                 if !eventDelivery.isDelivering && observedEvents.union(hookEvents).isDisjoint(with: [.didExecute, .willFinish]) {
                     didExecuteTold.store(true, ordering: .releasing)
+                    // Nothing is told between finishing and finished: the procedure's step and
+                    // the base operation's are one (the procedure passes through finishing
+                    // within it).
+                    if !hasEventQueueObservers.load(ordering: .acquiring) { return .finishInStep }
                     return .skipped
                 }
                 // The state change and the events in one step.
@@ -105,6 +112,15 @@ extension ProcedureOperation {
                 return .ignored
             }
         }
+        machine.lock.lock()
+        let taken = takeLocked()
+        if case .finishInStep = taken {
+            // The base operation's finish step is made in this critical section (it lets go of
+            // the lock).
+            finishExecuted(asLastStep: asLastStep, lockHeld: true)
+            return true
+        }
+        machine.lock.unlock()
         switch taken {
         case .ignored:
             return false
@@ -121,6 +137,8 @@ extension ProcedureOperation {
             } else {
                 finishExecuted(asLastStep: asLastStep)
             }
+        case .finishInStep:
+            break  // (done above)
         }
         return true
     }
@@ -164,9 +182,10 @@ extension ProcedureOperation {
         deliver(events, asLastStep: asLastStep)
     }
 
-    /// The rest of a finish after will finish was delivered.
-    func finishExecuted(asLastStep: Bool) {
-        let tail = finishKeepingTail(handOff: asLastStep ? .lastStepOnWorker : .tellQueue, holdsTail: true)
+    /// The rest of a finish after will finish was delivered. `lockHeld`: the caller holds
+    /// `machine.lock`, which the base operation's finish step lets go of.
+    func finishExecuted(asLastStep: Bool, lockHeld: Bool = false) {
+        let tail = finishKeepingTail(handOff: asLastStep ? .lastStepOnWorker : .tellQueue, holdsTail: true, lockHeld: lockHeld)
         didComplete(then: consume tail)
     }
 

@@ -115,8 +115,12 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
         conditionDependenciesToEnqueue(in: queue)
     }
 
-    override func prepareToRun(on queue: ConcurrentOperationQueue) -> Bool {
-        prepareConditions(queue: queue)
+    override func prepareToRun(on queue: ConcurrentOperationQueue, instrumented: Bool) -> RunPreparation {
+        prepareConditions(queue: queue, instrumented: instrumented)
+    }
+
+    override func conditionsSatisfiedLocked() -> Bool {
+        procedureLifecycle.conditionsEvaluated(satisfied: true)
     }
 
     override func takeReadyTelling() -> Bool {

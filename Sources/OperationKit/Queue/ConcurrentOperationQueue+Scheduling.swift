@@ -114,7 +114,7 @@ extension ConcurrentOperationQueue {
     }
 
     /// Puts back in the ready list an operation a worker took but did not start (see
-    /// ``ConcurrentOperation/prepareToRun(on:)``).
+    /// ``ConcurrentOperation/prepareToRun(on:instrumented:)``).
     func requeue(_ operation: ConcurrentOperation) {
         let spawn = lock.withLock {
             operation.isDispatched = false
