@@ -2,6 +2,7 @@
 // and control — and WorkflowTaskRun and the operation that runs it.
 
 import Dispatch
+import Synchronization
 
 /// One step of a ``Workflow``: work that can be run, and run again.
 ///
@@ -306,11 +307,25 @@ public struct WorkflowTaskRun: Sendable {
 
 /// The operation that executes one run of a task on the workflow's queue: it calls the task's
 /// `main()` (unless the run is already over) and finishes when the run ends.
+///
+/// Who finishes it is settled by two flags, without the workflow's lock: `over` (set under the
+/// lock by the change that ends the run) and `began` (set by `execute()` before it looks at
+/// `over`). A run ended before `execute()` began is finished by `execute()`, without `main()`. A
+/// run ended on the thread running its `main()` (the common case: the body finishes its run) is
+/// finished by `execute()` once `main()` returns, as the worker's last step, so the queue's part
+/// of the finish is done in the worker's own critical section. A run ended on another thread
+/// after `execute()` began is finished by that change's effects, at once (its `main()` may still
+/// be running or waiting); `execute()` may then try too, once `main()` returns, and the later of
+/// the two finishes does nothing.
 final class WorkflowRunOperation: ConcurrentOperation, @unchecked Sendable {
     let task: WorkflowTask
     let run: Int
     /// Keeps the workflow alive while the run is in its queue (tasks hold their workflow weakly).
     let workflow: Workflow
+    /// `over` and `began` (see the type's comment).
+    private let runFlags = Atomic<UInt8>(0)
+    private static let over: UInt8 = 1
+    private static let began: UInt8 = 2
 
     /// Named after its task (the run's number is ``run``).
     init(task: WorkflowTask, run: Int, workflow: Workflow) {
@@ -327,12 +342,20 @@ final class WorkflowRunOperation: ConcurrentOperation, @unchecked Sendable {
     }
 
     override func execute() {
-        let current = workflow.lock.withLock { task.lifecycle.state == .executing && task.lifecycle.run == run }
-        guard current else {
-            finish()
+        if runFlags.bitwiseOr(Self.began, ordering: .acquiringAndReleasing).oldValue & Self.over != 0 {
+            finishAfterStart(asLastStep: true)
             return
         }
         ExecutingRun.with(self) { task.main() }
+        if runFlags.load(ordering: .acquiring) & Self.over != 0 { finishAfterStart(asLastStep: true) }
+    }
+
+    /// Under the workflow's lock, by the change that ends the run: marks it over. Returns whether
+    /// that change must finish the operation in its effects: only if `execute()` has begun and
+    /// this thread is not the one running the run's `main()` (otherwise `execute()` finishes it).
+    func endRunLocked() -> Bool {
+        let flags = runFlags.bitwiseOr(Self.over, ordering: .acquiringAndReleasing).oldValue
+        return flags & Self.began != 0 && !ExecutingRun.holds(self)
     }
 }
 

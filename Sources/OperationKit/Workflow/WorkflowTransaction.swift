@@ -3,15 +3,18 @@
 /// delegates, each pass in the order decided; then the new runs are queued and, last, the
 /// operations of the ended runs finish.
 struct WorkflowTransaction {
+    /// An effect holds class references only (and one-byte announcements), so copying one is a
+    /// few retains: a finish's result and a failure's error, existentials of any size, are in a
+    /// ``WorkflowOutcomePayload``, made only for a finish with a result or a delegate.
     enum Effect {
-        case announce(WorkflowEvent)
+        case announce(Announcement)
         /// A run started: only for its event, so only noted when someone listens (the run itself
         /// is in `startedRuns`).
         case startRun(WorkflowRunOperation)
         /// The finished, failed or cancelled task, with its delegate read when the change was
         /// decided (under the lock the change already holds).
-        case finished(WorkflowTask, (any Sendable)?, (any WorkflowTaskDelegate)?)
-        case failed(WorkflowTask, any Error, (any WorkflowTaskDelegate)?)
+        case finished(WorkflowTask, WorkflowOutcomePayload?)
+        case failed(WorkflowTask, WorkflowFailurePayload)
         case cancelled(WorkflowTask, (any WorkflowTaskDelegate)?)
         case retried(WorkflowTask)
         case reset(WorkflowTask)
@@ -49,7 +52,21 @@ struct WorkflowTransaction {
 
     // MARK: Decisions, under the lock
 
-    mutating func announce(_ event: WorkflowEvent) {
+    /// The events a whole-workflow call tells before any task changes.
+    enum Announcement: UInt8 {
+        case willStart, willCancel, willRetry, willReset
+
+        var event: WorkflowEvent {
+            switch self {
+            case .willStart: .willStart
+            case .willCancel: .willCancel
+            case .willRetry: .willRetry
+            case .willReset: .willReset
+            }
+        }
+    }
+
+    mutating func announce(_ event: Announcement) {
         effects.append(.announce(event))
     }
 
@@ -99,7 +116,9 @@ struct WorkflowTransaction {
         task._error = nil
         task._finishTime = .now
         endRun(task)
-        effects.append(.finished(task, result, task._delegate))
+        let delegate = task._delegate
+        effects.append(.finished(
+            task, result == nil && delegate == nil ? nil : WorkflowOutcomePayload(result: result, delegate: delegate)))
         enteredFinished(task)
     }
 
@@ -112,7 +131,7 @@ struct WorkflowTransaction {
         task._finishTime = .now
         workflow.failedCount += 1
         endRun(task)
-        effects.append(.failed(task, error, task._delegate))
+        effects.append(.failed(task, WorkflowFailurePayload(error: error, delegate: task._delegate)))
     }
 
     /// Cancels `task` if `run` is its current, executing run (its operation was cancelled on the
@@ -195,7 +214,7 @@ struct WorkflowTransaction {
         workflow.executingCount -= 1
         if let operation = task.runOperation {
             task.runOperation = nil
-            endedRuns.append(operation)
+            if operation.endRunLocked() { endedRuns.append(operation) }
         }
     }
 
@@ -264,12 +283,14 @@ struct WorkflowTransaction {
         if !streams.isEmpty || !listeners.isEmpty { tellEvents() }
         effects.forEachElement { effect in
             switch effect {
-            case .finished(let task, let result, let delegate):
+            case .finished(let task, let payload):
+                let result = payload?.result
                 task.didFinish(with: result)
-                delegate?.task(task, didFinishWith: result)
-            case .failed(let task, let error, let delegate):
+                payload?.delegate?.task(task, didFinishWith: result)
+            case .failed(let task, let payload):
+                let error = payload.error
                 task.didFail(with: error)
-                delegate?.task(task, didFailWith: error)
+                payload.delegate?.task(task, didFailWith: error)
                 workflow.delegate?.workflow(workflow, task: task, didFailWith: error)
             case .cancelled(let task, let delegate):
                 task.didCancel()
@@ -296,10 +317,9 @@ struct WorkflowTransaction {
         } else if let run = startedRuns.first {
             try? workflow.queue.addOperation(run)
         }
-        endedRuns.forEachElement { operation in
-            // Not started yet: the operation finishes when its queue runs it (it sees the run is over).
-            operation.finish()
-        }
+        // Only the runs whose `execute()` has begun on another thread: the others finish in their
+        // own `execute()`, before `main()` or once it returns (see WorkflowRunOperation).
+        endedRuns.forEachElement { operation in operation.finish() }
         // Last, once the change's hooks and delegates have run (a failure retried by its
         // delegate is then no longer an outcome): resume the Swift tasks awaiting an outcome.
         resumeAwaiters()
@@ -309,10 +329,11 @@ struct WorkflowTransaction {
     private func tellEvents() {
         for effect in effects {
             switch effect {
-            case .announce(let event): tell(event)
+            case .announce(let announcement): tell(announcement.event)
             case .startRun(let operation): tell(.taskStarted(operation.task))
-            case .finished(let task, let result, _): tell(.taskFinished(task, result: result))
-            case .failed(let task, let error, _): tell(.taskFailed(task, error: error))
+            case .finished(let task, let payload): tell(.taskFinished(task, result: payload?.result))
+            case .failed(let task, let payload):
+                tell(.taskFailed(task, error: payload.error))
             case .cancelled(let task, _): tell(.taskCancelled(task))
             case .retried(let task): tell(.taskRetried(task))
             case .reset(let task): tell(.taskReset(task))
@@ -325,6 +346,30 @@ struct WorkflowTransaction {
     private func tell(_ event: WorkflowEvent) {
         for stream in streams { stream.yield(event) }
         for listener in listeners { listener(event) }
+    }
+}
+
+/// What a finish hands to its hooks, delegate and events: the run's result and the task's
+/// delegate, read when the change was decided (a finish with neither has none).
+final class WorkflowOutcomePayload {
+    let result: (any Sendable)?
+    let delegate: (any WorkflowTaskDelegate)?
+
+    init(result: (any Sendable)?, delegate: (any WorkflowTaskDelegate)?) {
+        self.result = result
+        self.delegate = delegate
+    }
+}
+
+/// What a failure hands to its hooks, delegates and events: the run's error and the task's
+/// delegate, read when the change was decided.
+final class WorkflowFailurePayload {
+    let error: any Error
+    let delegate: (any WorkflowTaskDelegate)?
+
+    init(error: any Error, delegate: (any WorkflowTaskDelegate)?) {
+        self.error = error
+        self.delegate = delegate
     }
 }
 
