@@ -78,7 +78,8 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     /// The work of one run. Finish or fail the run when the work is done — now or later, from any
     /// thread — through ``currentRun``, read here before any asynchronous work, or through
     /// ``finish(with:)`` and ``fail(with:)``. A run that is never finished or failed keeps the
-    /// task executing and its operation on the queue. The default finishes at once without a
+    /// task executing and its operation on the queue; a run finished here, before `main()`
+    /// returns, keeps its operation until `main()` returns. The default finishes at once without a
     /// result; overrides do not call it.
     ///
     /// Runs on a worker of the workflow's ``Workflow/queue``, once per run. It is not called for a
@@ -204,8 +205,9 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     /// that have not finished. Finished and failed tasks keep their state (a ``SubworkflowTask``
     /// still passes the cancel on to its sub-workflow).
     ///
-    /// An executing run is over at once (its operation finishes at the end of the change), but
-    /// ``main()`` is not interrupted; a late finish or fail from the cancelled run is ignored.
+    /// An executing run is over at once (its operation finishes at the end of the change, or when
+    /// ``main()`` returns if this is called inside that run's `main()`), but ``main()`` is not
+    /// interrupted; a late finish or fail from the cancelled run is ignored.
     /// Events, hooks and delegates are called on the calling thread before this returns.
     public func cancel() {
         attachedWorkflow?.perform { $0.cancel(from: [self]) }
@@ -225,8 +227,9 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     /// dependents, direct or not. A dependent that was ready becomes pending, since this task is
     /// no longer finished (Task.framework 1.1's reset fix).
     ///
-    /// An executing run is over at once (its operation finishes at the end of the change), but
-    /// ``main()`` is not interrupted; a late finish or fail from it is ignored. A pending task has
+    /// An executing run is over at once (its operation finishes at the end of the change, or when
+    /// ``main()`` returns if this is called inside that run's `main()`), but ``main()`` is not
+    /// interrupted; a late finish or fail from it is ignored. A pending task has
     /// nothing to reset: it keeps its state and its ``didReset()`` is not called, but the reset
     /// still reaches its dependents. Events and hooks are called on the calling thread before this
     /// returns.

@@ -29,13 +29,18 @@ struct WorkflowTransaction {
     private var startedRuns = WorkflowSmallList<WorkflowRunOperation>()
     private var endedRuns = WorkflowSmallList<WorkflowRunOperation>()
     /// The event streams and listeners to tell, read under the lock at the end of the decisions
-    /// (``Workflow/perform(_:)``); empty when nobody listens, which costs nothing more.
-    var streams: [AsyncStream<WorkflowEvent>.Continuation] = []
-    var listeners: [@Sendable (WorkflowEvent) -> Void] = []
+    /// (``Workflow/perform(_:)``); `nil` when nobody listens, which costs nothing more.
+    var receivers: Receivers?
     /// The workflow's instrument, read once (one atomic load), and the task transitions to tell
     /// it, in the order they were made.
     private let instrument: (any OperationInstrument)?
-    private var transitions: [WorkflowTaskEvent] = []
+    private var transitions: [WorkflowTaskEvent]?
+
+    /// The event streams and listeners a change tells.
+    struct Receivers {
+        let streams: [AsyncStream<WorkflowEvent>.Continuation]
+        let listeners: [@Sendable (WorkflowEvent) -> Void]
+    }
 
     init(workflow: Workflow) {
         self.workflow = workflow
@@ -47,7 +52,8 @@ struct WorkflowTransaction {
         _ task: WorkflowTask, from: WorkflowTaskState, to: WorkflowTaskState, error: (any Error)? = nil
     ) {
         guard instrument != nil else { return }
-        transitions.append(WorkflowTaskEvent(task: task, workflowName: workflow.name, from: from, to: to, error: error))
+        let event = WorkflowTaskEvent(task: task, workflowName: workflow.name, from: from, to: to, error: error)
+        if transitions == nil { transitions = [event] } else { transitions!.append(event) }
     }
 
     // MARK: Decisions, under the lock
@@ -76,7 +82,7 @@ struct WorkflowTransaction {
 
     /// Starts a run of `task` if it is ready; holds it instead while the workflow is suspended.
     mutating func start(_ task: WorkflowTask) {
-        guard task.workflow === workflow else { return }
+        guard task.isIn(workflow) else { return }
         if workflow._isSuspended {
             if task.lifecycle.state == .ready && !task.isHeld {
                 task.isHeld = true
@@ -110,7 +116,7 @@ struct WorkflowTransaction {
 
     /// Finishes run `run` (the current one if `nil`) of `task`.
     mutating func finish(_ task: WorkflowTask, run: Int?, result: (any Sendable)?) {
-        guard task.workflow === workflow, task.lifecycle.finish(run: run ?? task.lifecycle.run) else { return }
+        guard task.isIn(workflow), task.lifecycle.finish(run: run ?? task.lifecycle.run) else { return }
         transitioned(task, from: .executing, to: .finished)
         task._result = result
         task._error = nil
@@ -124,7 +130,7 @@ struct WorkflowTransaction {
 
     /// Fails run `run` (the current one if `nil`) of `task`.
     mutating func fail(_ task: WorkflowTask, run: Int?, error: any Error) {
-        guard task.workflow === workflow, task.lifecycle.fail(run: run ?? task.lifecycle.run) else { return }
+        guard task.isIn(workflow), task.lifecycle.fail(run: run ?? task.lifecycle.run) else { return }
         transitioned(task, from: .executing, to: .failed, error: error)
         task._error = error
         task._result = nil
@@ -137,7 +143,7 @@ struct WorkflowTransaction {
     /// Cancels `task` if `run` is its current, executing run (its operation was cancelled on the
     /// queue).
     mutating func cancelRun(_ task: WorkflowTask, run: Int) {
-        guard task.workflow === workflow, task.lifecycle.state == .executing, task.lifecycle.run == run else { return }
+        guard task.isIn(workflow), task.lifecycle.state == .executing, task.lifecycle.run == run else { return }
         task.runOperation = nil  // already finished
         cancel(from: [task])
     }
@@ -256,7 +262,7 @@ struct WorkflowTransaction {
     private func closure(from roots: [WorkflowTask]) -> [WorkflowTask] {
         var visited = [Bool](repeating: false, count: workflow.tasks.count)
         var order: [WorkflowTask] = []
-        for root in roots where root.workflow === workflow && !visited[root.index] {
+        for root in roots where root.isIn(workflow) && !visited[root.index] {
             visited[root.index] = true
             order.append(root)
         }
@@ -275,12 +281,12 @@ struct WorkflowTransaction {
 
     func performEffects() {
         // The instrument first: the task transitions, in the order they were made.
-        if let instrument { for transition in transitions { instrument.record(transition) } }
+        if let instrument, let transitions { for transition in transitions { instrument.record(transition) } }
         // Then every event of the transaction, in order: a hook or delegate that changes the
         // workflow again (second pass) then tells its own events after all of these, so the
         // stream stays in causal order. Then hooks and delegates, as Task.framework orders them;
         // runs start last, after the finish that made them ready has been told everywhere.
-        if !streams.isEmpty || !listeners.isEmpty { tellEvents() }
+        if let receivers { tellEvents(to: receivers) }
         effects.forEachElement { effect in
             switch effect {
             case .finished(let task, let payload):
@@ -326,7 +332,11 @@ struct WorkflowTransaction {
     }
 
     /// Tells every event of the transaction to the streams and listeners, in order.
-    private func tellEvents() {
+    private func tellEvents(to receivers: Receivers) {
+        func tell(_ event: WorkflowEvent) {
+            for stream in receivers.streams { stream.yield(event) }
+            for listener in receivers.listeners { listener(event) }
+        }
         for effect in effects {
             switch effect {
             case .announce(let announcement): tell(announcement.event)
@@ -343,10 +353,6 @@ struct WorkflowTransaction {
         }
     }
 
-    private func tell(_ event: WorkflowEvent) {
-        for stream in streams { stream.yield(event) }
-        for listener in listeners { listener(event) }
-    }
 }
 
 /// What a finish hands to its hooks, delegate and events: the run's result and the task's
@@ -377,13 +383,21 @@ final class WorkflowFailurePayload {
 /// and one ended run, and then makes no array.
 struct WorkflowSmallList<Element>: Sequence {
     private(set) var first: Element?
-    private var rest: [Element] = []
+    /// `nil` (not an empty array) until a second element comes: destroying a list then releases
+    /// nothing more than its first element.
+    private var rest: [Element]?
 
     var isEmpty: Bool { first == nil }
-    var hasMoreThanOne: Bool { !rest.isEmpty }
+    var hasMoreThanOne: Bool { rest != nil }
 
     mutating func append(_ element: Element) {
-        if first == nil { first = element } else { rest.append(element) }
+        if first == nil {
+            first = element
+        } else if rest == nil {
+            rest = [element]
+        } else {
+            rest!.append(element)
+        }
     }
 
     func makeIterator() -> Iterator { Iterator(list: self) }
@@ -394,6 +408,7 @@ struct WorkflowSmallList<Element>: Sequence {
     func forEachElement(_ body: (Element) -> Void) {
         guard let first else { return }
         body(first)
+        guard let rest else { return }
         for index in rest.indices { body(rest[index]) }
     }
 
@@ -404,7 +419,8 @@ struct WorkflowSmallList<Element>: Sequence {
         mutating func next() -> Element? {
             defer { position += 1 }
             if position < 0 { return list.first }
-            return position < list.rest.count ? list.rest[position] : nil
+            guard let rest = list.rest else { return nil }
+            return position < rest.count ? rest[position] : nil
         }
     }
 }
