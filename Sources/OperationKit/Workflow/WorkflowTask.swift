@@ -247,11 +247,16 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     /// The workflow, read under the lock (it is set when the task is added).
     var attachedWorkflow: Workflow? { withTaskLock { workflow } }
 
-    /// The workflow, without the lock on the thread running one of the task's runs (its
-    /// operation holds the workflow, which a task never leaves); elsewhere ``attachedWorkflow``.
-    var workflowForRun: Workflow? {
-        if let operation = ExecutingRun.value, operation.task === self { return operation.workflow }
-        return attachedWorkflow
+    /// Calls `body` with the workflow: without the lock, and without retaining the workflow, on
+    /// the thread running one of the task's runs (its operation holds the workflow, which a task
+    /// never leaves); elsewhere with ``attachedWorkflow``, if the task is in a live workflow.
+    @inline(__always)
+    func withWorkflowForRun(_ body: (Workflow) -> Void) {
+        if let operation = ExecutingRun.value, operation.task === self {
+            body(operation.workflow)
+        } else if let workflow = attachedWorkflow {
+            body(workflow)
+        }
     }
 
     /// Runs `body` under the lock that guards the task: its own while it is in no workflow, its
@@ -296,7 +301,7 @@ public struct WorkflowTaskRun: Sendable {
     /// - Parameter result: The run's result, readable as ``WorkflowTask/result`` and by the
     ///   dependents.
     public func finish(with result: (any Sendable)?) {
-        task.workflowForRun?.perform { $0.finish(task, run: number, result: result) }
+        task.withWorkflowForRun { $0.perform { $0.finish(task, run: number, result: result) } }
     }
 
     /// Fails this run with `error`, if it is still the task's current run and executing: the task
@@ -304,7 +309,7 @@ public struct WorkflowTaskRun: Sendable {
     /// the hook and the delegates are called on the calling thread before this returns.
     /// - Parameter error: Why the run failed, readable as ``WorkflowTask/error``.
     public func fail(with error: any Error) {
-        task.workflowForRun?.perform { $0.fail(task, run: number, error: error) }
+        task.withWorkflowForRun { $0.perform { $0.fail(task, run: number, error: error) } }
     }
 }
 
