@@ -247,9 +247,9 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     /// The workflow, read under the lock (it is set when the task is added).
     var attachedWorkflow: Workflow? { withTaskLock { workflow } }
 
-    /// Calls `body` with the workflow: without the lock, and without retaining the workflow, on
-    /// the thread running one of the task's runs (its operation holds the workflow, which a task
-    /// never leaves); elsewhere with ``attachedWorkflow``, if the task is in a live workflow.
+    /// Calls `body` with the workflow: on the thread running one of the task's runs, the one its
+    /// operation holds (a task never leaves its workflow), without the lock and without making a
+    /// retained optional of it; elsewhere ``attachedWorkflow``, if the task is in a live workflow.
     @inline(__always)
     func withWorkflowForRun(_ body: (Workflow) -> Void) {
         if let operation = ExecutingRun.value, operation.task === self {
