@@ -320,8 +320,9 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
         var transaction = WorkflowTransaction(workflow: self)
         lock.withLock {
             body(&transaction)
-            if !streams.isEmpty { transaction.streams = Array(streams.values) }
-            if !listeners.isEmpty { transaction.listeners = Array(listeners.values) }
+            if !streams.isEmpty || !listeners.isEmpty {
+                transaction.receivers = .init(streams: Array(streams.values), listeners: Array(listeners.values))
+            }
         }
         transaction.performEffects()
     }

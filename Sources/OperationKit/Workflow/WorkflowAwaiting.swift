@@ -228,9 +228,9 @@ extension WorkflowTransaction {
         workflow.lock.withLock {
             effects.forEachElement { effect in
                 switch effect {
-                case .finished(let task, _, _), .cancelled(let task, _):
+                case .finished(let task, _), .cancelled(let task, _):
                     task.takeAwaitersLocked(into: &resumptions)
-                case .failed(let task, _, _):
+                case .failed(let task, _):
                     task.takeAwaitersLocked(into: &resumptions)
                     takeBlockedAwaitersLocked(behind: task, into: &resumptions)
                 case .announce, .startRun, .retried, .reset, .cancelPassedOn, .workflowFinished:

@@ -2,6 +2,7 @@
 // and control — and WorkflowTaskRun and the operation that runs it.
 
 import Dispatch
+import Synchronization
 
 /// One step of a ``Workflow``: work that can be run, and run again.
 ///
@@ -77,7 +78,8 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     /// The work of one run. Finish or fail the run when the work is done — now or later, from any
     /// thread — through ``currentRun``, read here before any asynchronous work, or through
     /// ``finish(with:)`` and ``fail(with:)``. A run that is never finished or failed keeps the
-    /// task executing and its operation on the queue. The default finishes at once without a
+    /// task executing and its operation on the queue; a run finished here, before `main()`
+    /// returns, keeps its operation until `main()` returns. The default finishes at once without a
     /// result; overrides do not call it.
     ///
     /// Runs on a worker of the workflow's ``Workflow/queue``, once per run. It is not called for a
@@ -203,8 +205,9 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     /// that have not finished. Finished and failed tasks keep their state (a ``SubworkflowTask``
     /// still passes the cancel on to its sub-workflow).
     ///
-    /// An executing run is over at once (its operation finishes at the end of the change), but
-    /// ``main()`` is not interrupted; a late finish or fail from the cancelled run is ignored.
+    /// An executing run is over at once (its operation finishes at the end of the change, or when
+    /// ``main()`` returns if this is called inside that run's `main()`), but ``main()`` is not
+    /// interrupted; a late finish or fail from the cancelled run is ignored.
     /// Events, hooks and delegates are called on the calling thread before this returns.
     public func cancel() {
         attachedWorkflow?.perform { $0.cancel(from: [self]) }
@@ -224,8 +227,9 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     /// dependents, direct or not. A dependent that was ready becomes pending, since this task is
     /// no longer finished (Task.framework 1.1's reset fix).
     ///
-    /// An executing run is over at once (its operation finishes at the end of the change), but
-    /// ``main()`` is not interrupted; a late finish or fail from it is ignored. A pending task has
+    /// An executing run is over at once (its operation finishes at the end of the change, or when
+    /// ``main()`` returns if this is called inside that run's `main()`), but ``main()`` is not
+    /// interrupted; a late finish or fail from it is ignored. A pending task has
     /// nothing to reset: it keeps its state and its ``didReset()`` is not called, but the reset
     /// still reaches its dependents. Events and hooks are called on the calling thread before this
     /// returns.
@@ -243,11 +247,16 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     /// The workflow, read under the lock (it is set when the task is added).
     var attachedWorkflow: Workflow? { withTaskLock { workflow } }
 
-    /// The workflow, without the lock on the thread running one of the task's runs (its
-    /// operation holds the workflow, which a task never leaves); elsewhere ``attachedWorkflow``.
-    var workflowForRun: Workflow? {
-        if let operation = ExecutingRun.value, operation.task === self { return operation.workflow }
-        return attachedWorkflow
+    /// Calls `body` with the workflow: on the thread running one of the task's runs, the one its
+    /// operation holds (a task never leaves its workflow), without the lock and without making a
+    /// retained optional of it; elsewhere ``attachedWorkflow``, if the task is in a live workflow.
+    @inline(__always)
+    func withWorkflowForRun(_ body: (Workflow) -> Void) {
+        if let operation = ExecutingRun.value, operation.task === self {
+            body(operation.workflow)
+        } else if let workflow = attachedWorkflow {
+            body(workflow)
+        }
     }
 
     /// Runs `body` under the lock that guards the task: its own while it is in no workflow, its
@@ -292,7 +301,7 @@ public struct WorkflowTaskRun: Sendable {
     /// - Parameter result: The run's result, readable as ``WorkflowTask/result`` and by the
     ///   dependents.
     public func finish(with result: (any Sendable)?) {
-        task.workflowForRun?.perform { $0.finish(task, run: number, result: result) }
+        task.withWorkflowForRun { $0.perform { $0.finish(task, run: number, result: result) } }
     }
 
     /// Fails this run with `error`, if it is still the task's current run and executing: the task
@@ -300,17 +309,31 @@ public struct WorkflowTaskRun: Sendable {
     /// the hook and the delegates are called on the calling thread before this returns.
     /// - Parameter error: Why the run failed, readable as ``WorkflowTask/error``.
     public func fail(with error: any Error) {
-        task.workflowForRun?.perform { $0.fail(task, run: number, error: error) }
+        task.withWorkflowForRun { $0.perform { $0.fail(task, run: number, error: error) } }
     }
 }
 
 /// The operation that executes one run of a task on the workflow's queue: it calls the task's
 /// `main()` (unless the run is already over) and finishes when the run ends.
+///
+/// Who finishes it is settled by two flags, without the workflow's lock: `over` (set under the
+/// lock by the change that ends the run) and `began` (set by `execute()` before it looks at
+/// `over`). A run ended before `execute()` began is finished by `execute()`, without `main()`. A
+/// run ended on the thread running its `main()` (the common case: the body finishes its run) is
+/// finished by `execute()` once `main()` returns, as the worker's last step, so the queue's part
+/// of the finish is done in the worker's own critical section. A run ended on another thread
+/// after `execute()` began is finished by that change's effects, at once (its `main()` may still
+/// be running or waiting); `execute()` may then try too, once `main()` returns, and the later of
+/// the two finishes does nothing.
 final class WorkflowRunOperation: ConcurrentOperation, @unchecked Sendable {
     let task: WorkflowTask
     let run: Int
     /// Keeps the workflow alive while the run is in its queue (tasks hold their workflow weakly).
     let workflow: Workflow
+    /// `over` and `began` (see the type's comment).
+    private let runFlags = Atomic<UInt8>(0)
+    private static let over: UInt8 = 1
+    private static let began: UInt8 = 2
 
     /// Named after its task (the run's number is ``run``).
     init(task: WorkflowTask, run: Int, workflow: Workflow) {
@@ -327,12 +350,20 @@ final class WorkflowRunOperation: ConcurrentOperation, @unchecked Sendable {
     }
 
     override func execute() {
-        let current = workflow.lock.withLock { task.lifecycle.state == .executing && task.lifecycle.run == run }
-        guard current else {
-            finish()
+        if runFlags.bitwiseOr(Self.began, ordering: .acquiringAndReleasing).oldValue & Self.over != 0 {
+            finishAfterStart(asLastStep: true)
             return
         }
         ExecutingRun.with(self) { task.main() }
+        if runFlags.load(ordering: .acquiring) & Self.over != 0 { finishAfterStart(asLastStep: true) }
+    }
+
+    /// Under the workflow's lock, by the change that ends the run: marks it over. Returns whether
+    /// that change must finish the operation in its effects: only if `execute()` has begun and
+    /// this thread is not the one running the run's `main()` (otherwise `execute()` finishes it).
+    func endRunLocked() -> Bool {
+        let flags = runFlags.bitwiseOr(Self.over, ordering: .acquiringAndReleasing).oldValue
+        return flags & Self.began != 0 && !ExecutingRun.holds(self)
     }
 }
 

@@ -3,15 +3,18 @@
 /// delegates, each pass in the order decided; then the new runs are queued and, last, the
 /// operations of the ended runs finish.
 struct WorkflowTransaction {
+    /// An effect holds class references only (and one-byte announcements), so copying one is a
+    /// few retains: a finish's result and a failure's error, existentials of any size, are in a
+    /// ``WorkflowOutcomePayload``, made only for a finish with a result or a delegate.
     enum Effect {
-        case announce(WorkflowEvent)
+        case announce(Announcement)
         /// A run started: only for its event, so only noted when someone listens (the run itself
         /// is in `startedRuns`).
         case startRun(WorkflowRunOperation)
         /// The finished, failed or cancelled task, with its delegate read when the change was
         /// decided (under the lock the change already holds).
-        case finished(WorkflowTask, (any Sendable)?, (any WorkflowTaskDelegate)?)
-        case failed(WorkflowTask, any Error, (any WorkflowTaskDelegate)?)
+        case finished(WorkflowTask, WorkflowOutcomePayload?)
+        case failed(WorkflowTask, WorkflowFailurePayload)
         case cancelled(WorkflowTask, (any WorkflowTaskDelegate)?)
         case retried(WorkflowTask)
         case reset(WorkflowTask)
@@ -26,13 +29,18 @@ struct WorkflowTransaction {
     private var startedRuns = WorkflowSmallList<WorkflowRunOperation>()
     private var endedRuns = WorkflowSmallList<WorkflowRunOperation>()
     /// The event streams and listeners to tell, read under the lock at the end of the decisions
-    /// (``Workflow/perform(_:)``); empty when nobody listens, which costs nothing more.
-    var streams: [AsyncStream<WorkflowEvent>.Continuation] = []
-    var listeners: [@Sendable (WorkflowEvent) -> Void] = []
+    /// (``Workflow/perform(_:)``); `nil` when nobody listens, which costs nothing more.
+    var receivers: Receivers?
     /// The workflow's instrument, read once (one atomic load), and the task transitions to tell
     /// it, in the order they were made.
     private let instrument: (any OperationInstrument)?
-    private var transitions: [WorkflowTaskEvent] = []
+    private var transitions: [WorkflowTaskEvent]?
+
+    /// The event streams and listeners a change tells.
+    struct Receivers {
+        let streams: [AsyncStream<WorkflowEvent>.Continuation]
+        let listeners: [@Sendable (WorkflowEvent) -> Void]
+    }
 
     init(workflow: Workflow) {
         self.workflow = workflow
@@ -44,12 +52,27 @@ struct WorkflowTransaction {
         _ task: WorkflowTask, from: WorkflowTaskState, to: WorkflowTaskState, error: (any Error)? = nil
     ) {
         guard instrument != nil else { return }
-        transitions.append(WorkflowTaskEvent(task: task, workflowName: workflow.name, from: from, to: to, error: error))
+        let event = WorkflowTaskEvent(task: task, workflowName: workflow.name, from: from, to: to, error: error)
+        if transitions == nil { transitions = [event] } else { transitions!.append(event) }
     }
 
     // MARK: Decisions, under the lock
 
-    mutating func announce(_ event: WorkflowEvent) {
+    /// The events a whole-workflow call tells before any task changes.
+    enum Announcement: UInt8 {
+        case willStart, willCancel, willRetry, willReset
+
+        var event: WorkflowEvent {
+            switch self {
+            case .willStart: .willStart
+            case .willCancel: .willCancel
+            case .willRetry: .willRetry
+            case .willReset: .willReset
+            }
+        }
+    }
+
+    mutating func announce(_ event: Announcement) {
         effects.append(.announce(event))
     }
 
@@ -59,7 +82,7 @@ struct WorkflowTransaction {
 
     /// Starts a run of `task` if it is ready; holds it instead while the workflow is suspended.
     mutating func start(_ task: WorkflowTask) {
-        guard task.workflow === workflow else { return }
+        guard task.isIn(workflow) else { return }
         if workflow._isSuspended {
             if task.lifecycle.state == .ready && !task.isHeld {
                 task.isHeld = true
@@ -93,32 +116,34 @@ struct WorkflowTransaction {
 
     /// Finishes run `run` (the current one if `nil`) of `task`.
     mutating func finish(_ task: WorkflowTask, run: Int?, result: (any Sendable)?) {
-        guard task.workflow === workflow, task.lifecycle.finish(run: run ?? task.lifecycle.run) else { return }
+        guard task.isIn(workflow), task.lifecycle.finish(run: run ?? task.lifecycle.run) else { return }
         transitioned(task, from: .executing, to: .finished)
         task._result = result
         task._error = nil
         task._finishTime = .now
         endRun(task)
-        effects.append(.finished(task, result, task._delegate))
+        let delegate = task._delegate
+        effects.append(.finished(
+            task, result == nil && delegate == nil ? nil : WorkflowOutcomePayload(result: result, delegate: delegate)))
         enteredFinished(task)
     }
 
     /// Fails run `run` (the current one if `nil`) of `task`.
     mutating func fail(_ task: WorkflowTask, run: Int?, error: any Error) {
-        guard task.workflow === workflow, task.lifecycle.fail(run: run ?? task.lifecycle.run) else { return }
+        guard task.isIn(workflow), task.lifecycle.fail(run: run ?? task.lifecycle.run) else { return }
         transitioned(task, from: .executing, to: .failed, error: error)
         task._error = error
         task._result = nil
         task._finishTime = .now
         workflow.failedCount += 1
         endRun(task)
-        effects.append(.failed(task, error, task._delegate))
+        effects.append(.failed(task, WorkflowFailurePayload(error: error, delegate: task._delegate)))
     }
 
     /// Cancels `task` if `run` is its current, executing run (its operation was cancelled on the
     /// queue).
     mutating func cancelRun(_ task: WorkflowTask, run: Int) {
-        guard task.workflow === workflow, task.lifecycle.state == .executing, task.lifecycle.run == run else { return }
+        guard task.isIn(workflow), task.lifecycle.state == .executing, task.lifecycle.run == run else { return }
         task.runOperation = nil  // already finished
         cancel(from: [task])
     }
@@ -195,7 +220,7 @@ struct WorkflowTransaction {
         workflow.executingCount -= 1
         if let operation = task.runOperation {
             task.runOperation = nil
-            endedRuns.append(operation)
+            if operation.endRunLocked() { endedRuns.append(operation) }
         }
     }
 
@@ -237,7 +262,7 @@ struct WorkflowTransaction {
     private func closure(from roots: [WorkflowTask]) -> [WorkflowTask] {
         var visited = [Bool](repeating: false, count: workflow.tasks.count)
         var order: [WorkflowTask] = []
-        for root in roots where root.workflow === workflow && !visited[root.index] {
+        for root in roots where root.isIn(workflow) && !visited[root.index] {
             visited[root.index] = true
             order.append(root)
         }
@@ -256,20 +281,22 @@ struct WorkflowTransaction {
 
     func performEffects() {
         // The instrument first: the task transitions, in the order they were made.
-        if let instrument { for transition in transitions { instrument.record(transition) } }
+        if let instrument, let transitions { for transition in transitions { instrument.record(transition) } }
         // Then every event of the transaction, in order: a hook or delegate that changes the
         // workflow again (second pass) then tells its own events after all of these, so the
         // stream stays in causal order. Then hooks and delegates, as Task.framework orders them;
         // runs start last, after the finish that made them ready has been told everywhere.
-        if !streams.isEmpty || !listeners.isEmpty { tellEvents() }
+        if let receivers { tellEvents(to: receivers) }
         effects.forEachElement { effect in
             switch effect {
-            case .finished(let task, let result, let delegate):
+            case .finished(let task, let payload):
+                let result = payload?.result
                 task.didFinish(with: result)
-                delegate?.task(task, didFinishWith: result)
-            case .failed(let task, let error, let delegate):
+                payload?.delegate?.task(task, didFinishWith: result)
+            case .failed(let task, let payload):
+                let error = payload.error
                 task.didFail(with: error)
-                delegate?.task(task, didFailWith: error)
+                payload.delegate?.task(task, didFailWith: error)
                 workflow.delegate?.workflow(workflow, task: task, didFailWith: error)
             case .cancelled(let task, let delegate):
                 task.didCancel()
@@ -296,23 +323,27 @@ struct WorkflowTransaction {
         } else if let run = startedRuns.first {
             try? workflow.queue.addOperation(run)
         }
-        endedRuns.forEachElement { operation in
-            // Not started yet: the operation finishes when its queue runs it (it sees the run is over).
-            operation.finish()
-        }
+        // Only the runs whose `execute()` has begun on another thread: the others finish in their
+        // own `execute()`, before `main()` or once it returns (see WorkflowRunOperation).
+        endedRuns.forEachElement { operation in operation.finish() }
         // Last, once the change's hooks and delegates have run (a failure retried by its
         // delegate is then no longer an outcome): resume the Swift tasks awaiting an outcome.
         resumeAwaiters()
     }
 
     /// Tells every event of the transaction to the streams and listeners, in order.
-    private func tellEvents() {
+    private func tellEvents(to receivers: Receivers) {
+        func tell(_ event: WorkflowEvent) {
+            for stream in receivers.streams { stream.yield(event) }
+            for listener in receivers.listeners { listener(event) }
+        }
         for effect in effects {
             switch effect {
-            case .announce(let event): tell(event)
+            case .announce(let announcement): tell(announcement.event)
             case .startRun(let operation): tell(.taskStarted(operation.task))
-            case .finished(let task, let result, _): tell(.taskFinished(task, result: result))
-            case .failed(let task, let error, _): tell(.taskFailed(task, error: error))
+            case .finished(let task, let payload): tell(.taskFinished(task, result: payload?.result))
+            case .failed(let task, let payload):
+                tell(.taskFailed(task, error: payload.error))
             case .cancelled(let task, _): tell(.taskCancelled(task))
             case .retried(let task): tell(.taskRetried(task))
             case .reset(let task): tell(.taskReset(task))
@@ -322,9 +353,29 @@ struct WorkflowTransaction {
         }
     }
 
-    private func tell(_ event: WorkflowEvent) {
-        for stream in streams { stream.yield(event) }
-        for listener in listeners { listener(event) }
+}
+
+/// What a finish hands to its hooks, delegate and events: the run's result and the task's
+/// delegate, read when the change was decided (a finish with neither has none).
+final class WorkflowOutcomePayload {
+    let result: (any Sendable)?
+    let delegate: (any WorkflowTaskDelegate)?
+
+    init(result: (any Sendable)?, delegate: (any WorkflowTaskDelegate)?) {
+        self.result = result
+        self.delegate = delegate
+    }
+}
+
+/// What a failure hands to its hooks, delegates and events: the run's error and the task's
+/// delegate, read when the change was decided.
+final class WorkflowFailurePayload {
+    let error: any Error
+    let delegate: (any WorkflowTaskDelegate)?
+
+    init(error: any Error, delegate: (any WorkflowTaskDelegate)?) {
+        self.error = error
+        self.delegate = delegate
     }
 }
 
@@ -332,13 +383,21 @@ struct WorkflowTransaction {
 /// and one ended run, and then makes no array.
 struct WorkflowSmallList<Element>: Sequence {
     private(set) var first: Element?
-    private var rest: [Element] = []
+    /// `nil` (not an empty array) until a second element comes: destroying a list then releases
+    /// nothing more than its first element.
+    private var rest: [Element]?
 
     var isEmpty: Bool { first == nil }
-    var hasMoreThanOne: Bool { !rest.isEmpty }
+    var hasMoreThanOne: Bool { rest != nil }
 
     mutating func append(_ element: Element) {
-        if first == nil { first = element } else { rest.append(element) }
+        if first == nil {
+            first = element
+        } else if rest == nil {
+            rest = [element]
+        } else {
+            rest!.append(element)
+        }
     }
 
     func makeIterator() -> Iterator { Iterator(list: self) }
@@ -349,6 +408,7 @@ struct WorkflowSmallList<Element>: Sequence {
     func forEachElement(_ body: (Element) -> Void) {
         guard let first else { return }
         body(first)
+        guard let rest else { return }
         for index in rest.indices { body(rest[index]) }
     }
 
@@ -359,7 +419,8 @@ struct WorkflowSmallList<Element>: Sequence {
         mutating func next() -> Element? {
             defer { position += 1 }
             if position < 0 { return list.first }
-            return position < list.rest.count ? list.rest[position] : nil
+            guard let rest = list.rest else { return nil }
+            return position < rest.count ? rest[position] : nil
         }
     }
 }
