@@ -83,7 +83,7 @@ extension ConcurrentOperationQueue {
     func insert<Operations: Sequence<(ConcurrentOperation, ConcurrentOperation.QueuePriority)>>(
         _ operations: Operations
     ) {
-        let spawn = lock.withLock {
+        let (spawn, released) = lock.withLock { () -> (Int, Unmanaged<ConcurrentOperation>?) in
             let wasEmpty = count == 0
             for (operation, priority) in operations {
                 operation.queuedPriority = priority
@@ -99,9 +99,29 @@ extension ConcurrentOperationQueue {
             // The queue keeps itself alive while it holds operations (none of these can finish
             // before the lock is let go).
             if wasEmpty && count > 0 { _ = Unmanaged.passUnretained(self).retain() }
-            return reserveWorkers()
+            return (reserveWorkers(), takeFinishedLocked())
         }
         startWorkers(spawn)
+        Self.release(finished: released)
+    }
+
+    /// Under `lock`: the finished operations the queue still retains (see `finished`), taken
+    /// for ``release(finished:)``.
+    @inline(__always)
+    func takeFinishedLocked() -> Unmanaged<ConcurrentOperation>? {
+        guard let head = finished else { return nil }
+        finished = nil
+        finishedCount = 0
+        return head
+    }
+
+    /// Gives back the queue's retain on each operation of a chain taken by `takeFinishedLocked()`.
+    static func release(finished head: Unmanaged<ConcurrentOperation>?) {
+        var node = head
+        while let entry = node {
+            node = entry._withUnsafeGuaranteedRef { $0.queueNext }
+            entry.release()
+        }
     }
 
     /// Operations that became runnable (their last dependency finished, or they were cancelled).
@@ -196,31 +216,54 @@ extension ConcurrentOperationQueue {
         var spawn: Int
         var waiters: [Waiter]
         var emptied: Bool
+        /// Finished operations whose retain the queue gives back now (see `finished`).
+        var released: Unmanaged<ConcurrentOperation>?
     }
 
     /// Under `lock`: unlinks a finished operation and queues the dependents it released.
+    ///
+    /// With `parks` (a Dispatch worker that goes on to its next operation), the queue keeps its
+    /// retain on the operation for a while (see `finished`); otherwise it is given back in
+    /// ``apply(_:finished:)``.
     func removeLocked(
-        _ operation: ConcurrentOperation, releasesSlot: Bool, newlyReady: OperationList, returningWorkers: Int
+        _ operation: ConcurrentOperation, releasesSlot: Bool, newlyReady: OperationList, returningWorkers: Int,
+        parks: Bool = false
     ) -> RemovalEffects {
         let next = operation.queueNext
         let previous = operation.queuePrevious
         if let next { next._withUnsafeGuaranteedRef { $0.queuePrevious = previous } } else { last = previous }
         if let previous { previous._withUnsafeGuaranteedRef { $0.queueNext = next } } else { first = next }
-        operation.queueNext = nil
         operation.queuePrevious = nil
         count -= 1
+        let entry = Unmanaged.passUnretained(operation)
+        var released: Unmanaged<ConcurrentOperation>?
+        if parks && count > 0 {
+            // The list's retain stays with the queue a little longer: see `finished`.
+            operation.queueNext = finished
+            finished = entry
+            finishedCount += 1
+            if finishedCount >= Self.finishedLimit { released = takeFinishedLocked() }
+        } else {
+            // Released now, with those parked if the queue is empty.
+            operation.queueNext = count == 0 ? takeFinishedLocked() : nil
+            released = entry
+        }
         if releasesSlot { activeSlots -= 1 }
         if barrier === operation { barrier = nil }
         for dependent in newlyReady { ready.push(dependent) }
         let spawn = reserveWorkers(returningWorkers: returningWorkers)
-        guard count == 0 else { return RemovalEffects(spawn: spawn, waiters: [], emptied: false) }
+        guard count == 0 else { return RemovalEffects(spawn: spawn, waiters: [], emptied: false, released: released) }
         defer { waiters = [] }
-        return RemovalEffects(spawn: spawn, waiters: waiters, emptied: true)
+        return RemovalEffects(spawn: spawn, waiters: waiters, emptied: true, released: released)
     }
 
+    /// How many finished operations the queue parks at most before the finishing worker
+    /// releases them (see `finished`).
+    static let finishedLimit = 64
+
     func apply(_ effects: RemovalEffects, finished operation: ConcurrentOperation) {
-        // The list's retain on the operation (the caller still holds it), …
-        Unmanaged.passUnretained(operation).release()
+        // The retains on finished operations the queue gave up (the caller still holds this one), …
+        Self.release(finished: effects.released)
         startWorkers(effects.spawn)
         for waiter in effects.waiters { waiter.resume() }
         // … and, last of all, the queue's retain on itself.
@@ -250,13 +293,18 @@ extension ConcurrentOperationQueue {
 
     /// A worker: holds one slot and runs ready operations one after another, until none is left
     /// or an operation keeps the slot because it finishes after `execute()` returned.
+    ///
+    /// It parks the operations it finishes (see `finished`) and, as it leaves, releases those
+    /// parked so far: so an operation is released by the next add, by the 64th finish after it,
+    /// by the finish that empties the queue, or when its worker runs out of work.
     func runWorker(first: ConcurrentOperation? = nil) {
         CurrentQueue.with(self) {
             var next = first ?? lock.withLock { nextOrReleaseSlot() }
             while let operation = next {
-                next = runTaken(operation)
+                next = runTaken(operation, parks: true)
             }
         }
+        Self.release(finished: lock.withLock { takeFinishedLocked() })
     }
 
     /// Runs `operation`, taken from the ready list with a slot, and returns the next ready
@@ -264,13 +312,14 @@ extension ConcurrentOperationQueue {
     /// finishes after `execute()` returned). One worker step, shared by the Dispatch workers'
     /// loop and the executor's jobs (`runStep(first:)`).
     @inline(__always)
-    func runTaken(_ operation: ConcurrentOperation) -> ConcurrentOperation? {
+    func runTaken(_ operation: ConcurrentOperation, parks: Bool = false) -> ConcurrentOperation? {
         switch operation.runOnWorker(of: self) {
         case .keepSlot:
             return lock.withLock { nextOrReleaseSlot() }
         case .finishedOnWorker(let newlyReady):
             let (effects, next) = lock.withLock { () -> (RemovalEffects, ConcurrentOperation?) in
-                let effects = removeLocked(operation, releasesSlot: false, newlyReady: newlyReady, returningWorkers: 1)
+                let effects = removeLocked(
+                    operation, releasesSlot: false, newlyReady: newlyReady, returningWorkers: 1, parks: parks)
                 return (effects, nextOrReleaseSlot())
             }
             apply(effects, finished: operation)
