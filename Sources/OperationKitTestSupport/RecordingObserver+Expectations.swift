@@ -77,11 +77,28 @@ extension RecordingObserver {
         return passed
     }
 
+    /// Records an issue for each time an event arrived while another event of the same procedure
+    /// was still being told to this observer (see ``RecordingObserver/overlaps``).
+    ///
+    /// - Parameters:
+    ///   - procedure: The procedure whose events to check; every event recorded by default.
+    ///   - sourceLocation: Where the issue is reported; the caller's line by default.
+    /// - Returns: `true` if no two events of one procedure overlapped.
+    @discardableResult
+    public func expectNoOverlaps(
+        of procedure: ProcedureOperation? = nil, sourceLocation: SourceLocation = #_sourceLocation
+    ) -> Bool {
+        let found = procedure.map { overlaps(of: $0) } ?? overlaps
+        for overlap in found { _ = fail("\(overlap)", of: procedure, sourceLocation) }
+        return found.isEmpty
+    }
+
     /// What breaks the rules every procedure's events follow, in the events of `procedure`:
     /// did attach at most once and first; will execute, did execute and did cancel at most once;
     /// did execute only after will execute; will finish and did finish exactly once, did finish
     /// last and after will finish; each did add after a will add of the same operation (by
-    /// name). (Call it once the procedure has finished.)
+    /// name); no event told while another was being told (``RecordingObserver/overlaps``).
+    /// (Call it once the procedure has finished.)
     ///
     /// - Parameter procedure: The procedure whose events to check.
     /// - Returns: One line per rule broken; empty if the events follow the rules.
@@ -112,6 +129,7 @@ extension RecordingObserver {
                 willAdds[name, default: 0] -= 1
             }
         }
+        problems += overlaps(of: procedure).map { "\($0)" }
         return problems.map { "\($0) (events: \(kinds))" }
     }
 

@@ -20,6 +20,12 @@ import Testing
 /// identity, and every check takes an optional `of:` procedure to look at one of them. Its
 /// events are complete once the procedure's wait has returned (did finish is delivered before
 /// any wait for the procedure returns).
+///
+/// It also notes when two events of one procedure are told at the same time — one arriving
+/// while another is still being told, on another thread or nested inside it — which a
+/// procedure never does (``overlaps``, ``expectNoOverlaps(of:)``, and a rule of
+/// ``expectValidLifecycle(of:)``). A callback given as `onEvent` runs inside each event: it can
+/// act from there (cancel, produce, finish) or hold the event open to widen the window.
 public final class RecordingObserver: OperationObserver {
     /// The kinds of event an `OperationObserver` is told.
     public enum Kind: String, Hashable, Sendable, CaseIterable, CustomStringConvertible {
@@ -64,11 +70,27 @@ public final class RecordingObserver: OperationObserver {
         public let producedName: String?
         /// The thread that delivered the event.
         public let thread: ThreadID
+        /// The event's place among those this observer recorded, from 0.
+        public let sequence: Int
 
         /// `kind(procedureName)`, and the operation's name for did produce, will add and did add.
         public var description: String {
             if let producedName { return "\(kind)(\(procedureName), \(producedName))" }
             return "\(kind)(\(procedureName))"
+        }
+    }
+
+    /// Two events of one procedure told at the same time: `event` arrived while `during` was
+    /// still being told.
+    public struct Overlap: Sendable, CustomStringConvertible {
+        /// The event that arrived.
+        public let event: Event
+        /// An event of the same procedure still being told when it arrived.
+        public let during: Event
+
+        /// `event told during other`, with the threads.
+        public var description: String {
+            "\(event) (\(event.thread)) told during \(during) (\(during.thread))"
         }
     }
 
@@ -93,19 +115,45 @@ public final class RecordingObserver: OperationObserver {
         public var description: String { "thread 0x" + String(raw, radix: 16) }
     }
 
-    private let recorded = Locked<[Event]>([])
+    private struct Record {
+        var events: [Event] = []
+        /// The events being told, by procedure.
+        var telling: [ObjectIdentifier: [Event]] = [:]
+        var overlaps: [Overlap] = []
+    }
+
+    private let recorded = Locked(Record())
     private let finishes: Latch
+    private let onEvent: (@Sendable (Event) -> Void)?
 
     /// Creates an observer with nothing recorded.
     ///
-    /// - Parameter expectedFinishes: How many did-finish events ``finished(within:)`` waits for
-    ///   (one per procedure the observer is added to).
-    public init(expectedFinishes: Int = 1) {
+    /// - Parameters:
+    ///   - expectedFinishes: How many did-finish events ``finished(within:)`` waits for
+    ///     (one per procedure the observer is added to).
+    ///   - onEvent: Called inside each event once it is recorded, on the thread telling it,
+    ///     before the observer returns (so before the procedure goes on); `nil` by default.
+    public init(expectedFinishes: Int = 1, onEvent: (@Sendable (Event) -> Void)? = nil) {
         finishes = Latch(count: expectedFinishes)
+        self.onEvent = onEvent
     }
 
     /// Every event, in the order told.
-    public var events: [Event] { recorded.withLock { $0 } }
+    public var events: [Event] { recorded.withLock { $0.events } }
+
+    /// Every time an event of a procedure arrived while another of the same procedure was still
+    /// being told to this observer, in the order they arrived. Empty for a procedure that keeps
+    /// its promise of one event at a time. (An event is "being told" from the moment the
+    /// observer is called until it returns, `onEvent` included.)
+    public var overlaps: [Overlap] { recorded.withLock { $0.overlaps } }
+
+    /// The overlaps of `procedure`'s events (see ``overlaps``).
+    ///
+    /// - Parameter procedure: One of the procedures observed.
+    /// - Returns: Its overlaps.
+    public func overlaps(of procedure: ProcedureOperation) -> [Overlap] {
+        overlaps.filter { $0.event.procedure == ObjectIdentifier(procedure) }
+    }
 
     /// The kinds of every event, in the order told.
     public var kinds: [Kind] { events.map(\.kind) }
@@ -138,10 +186,23 @@ public final class RecordingObserver: OperationObserver {
     private func note(
         _ kind: Kind, _ procedure: ProcedureOperation, errors: [any Error] = [], produced: String? = nil
     ) {
-        let event = Event(
-            kind: kind, procedureName: procedure.displayName, procedure: ObjectIdentifier(procedure),
-            state: procedure.state, errors: errors, producedName: produced, thread: .current)
-        recorded.withLock { $0.append(event) }
+        let name = procedure.displayName
+        let state = procedure.state
+        let key = ObjectIdentifier(procedure)
+        let event = recorded.withLock { record -> Event in
+            let event = Event(
+                kind: kind, procedureName: name, procedure: key, state: state, errors: errors,
+                producedName: produced, thread: .current, sequence: record.events.count)
+            record.events.append(event)
+            if let during = record.telling[key]?.last { record.overlaps.append(Overlap(event: event, during: during)) }
+            record.telling[key, default: []].append(event)
+            return event
+        }
+        onEvent?(event)
+        recorded.withLock { record in
+            record.telling[key]?.removeAll { $0.sequence == event.sequence }
+            if record.telling[key]?.isEmpty == true { record.telling[key] = nil }
+        }
         if kind == .didFinish { finishes.countDown() }
     }
 

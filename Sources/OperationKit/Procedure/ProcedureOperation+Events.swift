@@ -93,6 +93,7 @@ enum EventDisposition {
 /// Kinds of procedure events, to say which ones an observer (or a procedure class's hooks)
 /// listens to.
 public struct ProcedureEventKinds: OptionSet, Hashable, Sendable {
+    /// The set's bits, one per kind of event.
     public let rawValue: UInt8
 
     /// Creates a set from its bits.
