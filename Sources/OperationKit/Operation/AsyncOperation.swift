@@ -31,7 +31,7 @@ public final class AsyncOperation<Output: Sendable>: ConcurrentOperation, @unche
     /// The priority given to the initialiser, as a code (see `TaskPriorityCode`).
     private let priority: TaskPriorityCode
 
-    // protected by machine.lock
+    // protected by lock
     /// The runner whose task runs the closure, from the start (see `AsyncRunner`).
     private var runner: AsyncRunner?
     /// Type-erased as in ``ResultProcedure`` (unspecialised code reads it).
@@ -61,7 +61,7 @@ public final class AsyncOperation<Output: Sendable>: ConcurrentOperation, @unche
     /// any thread.
     public var result: Result<Output, any Error>? {
         if voidReturned.load(ordering: .acquiring) { return .success(() as! Output) }
-        return machine.lock.withLock { _result }?.map { $0 as! Output }
+        return lock.withLock { _result }?.map { $0 as! Output }
     }
 
     /// The value the closure returned, or `nil` (see ``result``). Readable from any thread.
@@ -112,9 +112,9 @@ public final class AsyncOperation<Output: Sendable>: ConcurrentOperation, @unche
         let runner = AsyncRunner(running: self, priority: priority.priority ?? taskPriorityForExecution)
         // Published in the same step as the cancelled flag is read: a cancel either comes after
         // (and finds the runner) or before (and is seen here).
-        let cancelled = machine.lock.withLock { () -> Bool in
+        let cancelled = lock.withLock { () -> Bool in
             self.runner = runner
-            return machine.lifecycle.isCancelled
+            return lifecycle.isCancelled
         }
         if cancelled { runner.cancel(for: self) }
         runner.start(with: self)
@@ -146,14 +146,14 @@ public final class AsyncOperation<Output: Sendable>: ConcurrentOperation, @unche
         } catch {
             result = .failure(error)
         }
-        machine.lock.withLock { _result = result }
+        lock.withLock { _result = result }
     }
 
     /// Cancels the operation (see ``ConcurrentOperation/cancel()``) and the task running its
     /// closure, if it runs. Cancelled before it starts, the closure never runs.
     public override func cancel() {
         super.cancel()
-        machine.lock.withLock { runner }?.cancel(for: self)
+        lock.withLock { runner }?.cancel(for: self)
     }
 
     /// Does nothing and returns `false`: the operation finishes when its closure returns or throws.

@@ -95,7 +95,7 @@ extension ConcurrentOperation {
     /// until it finishes (as after its worker left).
     fileprivate func startOnAsyncRunner(_ runner: AsyncRunner) -> OperationLifecycle.StartAction {
         slotHandoff.store(SlotHandoff.workerLeft, ordering: .releasing)
-        let action = machine.lock.withLock {
+        let action = lock.withLock {
             let action = startStepLocked()
             if case .execute = action { attachAsyncRunnerLocked(runner) }
             return action

@@ -28,7 +28,7 @@ public final class ClosureOperation: ConcurrentOperation, @unchecked Sendable {
         case several([@Sendable () -> Void])
     }
 
-    // Written in init (and by `addExecutionBlock(_:)` under `machine.lock` before the operation
+    // Written in init (and by `addExecutionBlock(_:)` under `lock` before the operation
     // starts), then read and cleared by `execute()`, which runs at most once, or — for an
     // operation cancelled before it started, whose `execute()` never runs — cleared by
     // `didFinishWithoutExecuting()`; the queue's and the state machine's locks order those accesses.
@@ -69,8 +69,8 @@ public final class ClosureOperation: ConcurrentOperation, @unchecked Sendable {
     ///   finished; ``OperationError/Code-swift.struct/asynchronousClosure`` for an operation made
     ///   with ``init(name:asynchronous:)``, whose closure finishes it. The block is then not added.
     public func addExecutionBlock(_ block: @escaping @Sendable () -> Void) throws(OperationError) {
-        let refusal = machine.lock.withLock { () -> OperationError.Code? in
-            let lifecycle = machine.lifecycle
+        let refusal = lock.withLock { () -> OperationError.Code? in
+            let lifecycle = self.lifecycle
             if lifecycle.isFinished { return .alreadyFinished }
             if !lifecycle.isReady { return .alreadyStarted }
             switch body {

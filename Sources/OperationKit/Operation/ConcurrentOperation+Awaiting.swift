@@ -1,5 +1,5 @@
 extension ConcurrentOperation: TaskAwaitable {
-    var waitLock: Lock { machine.lock }
+    var waitLock: Lock { lock }
 
     func addWaiterLocked(_ waiter: Waiter) -> Bool { addWaiter(waiter) }
 

@@ -21,9 +21,9 @@ extension ConcurrentOperation {
     ///   finished (its blocks have run or are running): the block is not run. So a block that was
     ///   accepted always runs after every block accepted before it.
     public func addCompletionBlock(_ block: @escaping @Sendable () -> Void) throws(OperationError) {
-        let accepted = machine.lock.withLock { () -> Bool in
+        let accepted = lock.withLock { () -> Bool in
             // The finish takes the blocks in the same critical section as it becomes finished.
-            guard !machine.lifecycle.isFinished else { return false }
+            guard !lifecycle.isFinished else { return false }
             if let previous = _completionBlock {
                 _completionBlock = {
                     previous()

@@ -17,7 +17,7 @@ extension ConcurrentOperation {
         if operation === self {
             throw OperationError(.selfDependency, operations: [displayName], "an operation cannot depend on itself")
         }
-        let (refusal, enqueuedIn) = machine.lock.withLock { () -> (OperationError.Code?, ConcurrentOperationQueue?) in
+        let (refusal, enqueuedIn) = lock.withLock { () -> (OperationError.Code?, ConcurrentOperationQueue?) in
             if let refusal = refusalOfNewDependency() { return (refusal, nil) }
             if self.queue == nil { _dependencies.append(operation) }
             return (nil, self.queue)
@@ -42,7 +42,7 @@ extension ConcurrentOperation {
         if operations.contains(where: { $0 === self }) {
             throw OperationError(.selfDependency, operations: [displayName], "an operation cannot depend on itself")
         }
-        let (refusal, enqueuedIn) = machine.lock.withLock { () -> (OperationError.Code?, ConcurrentOperationQueue?) in
+        let (refusal, enqueuedIn) = lock.withLock { () -> (OperationError.Code?, ConcurrentOperationQueue?) in
             if let refusal = refusalOfNewDependency() { return (refusal, nil) }
             if self.queue == nil { _dependencies.append(contentsOf: operations) }
             return (nil, self.queue)
@@ -63,7 +63,7 @@ extension ConcurrentOperation {
         guard allowsRemovingDependencies else { return }
         let graph = GraphComponent.lock(componentOf: self)
         defer { graph.lock.unlock() }
-        let (registeredRemovals, isEnqueued) = machine.lock.withLock { () -> (Int, Bool) in
+        let (registeredRemovals, isEnqueued) = lock.withLock { () -> (Int, Bool) in
             var registered = 0
             var index = _dependencies.count - 1
             while index >= 0 {
@@ -86,10 +86,10 @@ extension ConcurrentOperation {
         }
     }
 
-    /// Under `machine.lock`: why a dependency can no longer be added, if it cannot.
+    /// Under `lock`: why a dependency can no longer be added, if it cannot.
     private func refusalOfNewDependency() -> OperationError.Code? {
-        if machine.lifecycle.isFinished { return .dependentAlreadyFinished }
-        if !machine.lifecycle.isReady { return .dependentAlreadyExecuting }
+        if lifecycle.isFinished { return .dependentAlreadyFinished }
+        if !lifecycle.isReady { return .dependentAlreadyExecuting }
         return nil
     }
 
@@ -98,10 +98,10 @@ extension ConcurrentOperation {
     ) throws(OperationError) {
         let graph = GraphComponent.lock(componentOf: self, and: operation)
         defer { graph.lock.unlock() }
-        let (refusal, cancelled) = machine.lock.withLock { () -> (OperationError.Code?, Bool) in
+        let (refusal, cancelled) = lock.withLock { () -> (OperationError.Code?, Bool) in
             if let refusal = refusalOfNewDependency() { return (refusal, false) }
             _dependencies.append(operation)
-            return (nil, machine.lifecycle.isCancelled)
+            return (nil, lifecycle.isCancelled)
         }
         if let refusal {
             throw OperationError(refusal, operations: [displayName, operation.displayName], "too late to add a dependency")
@@ -110,14 +110,14 @@ extension ConcurrentOperation {
         // and closes no cycle.
         if cancelled { return }
         func undo() {
-            machine.lock.withLock {
+            lock.withLock {
                 if let index = _dependencies.lastIndex(where: { $0 === operation }) {
                     _dependencies.remove(at: index)
                 }
             }
         }
         if operation.hasFinished {
-            machine.lock.withLock { processedDependencyCount += 1 }
+            lock.withLock { processedDependencyCount += 1 }
             return
         }
         do {
@@ -133,7 +133,7 @@ extension ConcurrentOperation {
                 "the queue is already starting this operation")
         }
         let appended = operation.registerDependent(self)
-        machine.lock.withLock { processedDependencyCount += 1 }
+        lock.withLock { processedDependencyCount += 1 }
         if !appended, dependencyDidFinish() {
             queue.makeReady([self])
         }

@@ -73,14 +73,14 @@ extension ConcurrentOperation {
     /// of one moment: `finished` is read first, so with it the rest is final.
     func lifecycleEventsSoFar() -> UInt8 {
         let finished = lifeFlags.load(ordering: .acquiring) & LifeFlags.finished != 0
-        return machine.lock.withLock {
+        return lock.withLock {
             var happened: UInt8 = finished ? LifecycleEvent.finished.bit : 0
             // Started and not merely passed through the start step to finish without executing
             // (that step sets `skippedExecution` under this lock).
-            if !machine.lifecycle.isReady && lifeFlags.load(ordering: .relaxed) & LifeFlags.skippedExecution == 0 {
+            if !lifecycle.isReady && lifeFlags.load(ordering: .relaxed) & LifeFlags.skippedExecution == 0 {
                 happened |= LifecycleEvent.started.bit
             }
-            if machine.lifecycle.isCancelled { happened |= LifecycleEvent.cancelled.bit }
+            if lifecycle.isCancelled { happened |= LifecycleEvent.cancelled.bit }
             return happened
         }
     }

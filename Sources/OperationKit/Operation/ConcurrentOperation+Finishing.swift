@@ -56,31 +56,31 @@ extension ConcurrentOperation {
     /// queues). Returns the rest, for ``completeTail(_:)``, or `nil` if this call did not finish
     /// the operation. With `holdsTail`, waits that begin from now on wait for the tail too.
     ///
-    /// `lockHeld`: the caller holds `machine.lock` (a procedure makes this step in its own
+    /// `lockHeld`: the caller holds `lock` (a procedure makes this step in its own
     /// finish's critical section, see `ProcedureOperation.finishCollecting`); it is let go of
     /// here.
     @inline(__always)
     final func finishKeepingTail(handOff: FinishHandOff, holdsTail: Bool, lockHeld: Bool = false) -> FinishTail? {
-        if !lockHeld { machine.lock.lock() }
+        if !lockHeld { lock.lock() }
         guard let finished = finishStepLocked() else {
-            machine.lock.unlock()
+            lock.unlock()
             return nil
         }
-        machine.lock.unlock()
+        lock.unlock()
         return finishAfterStep(finished, handOff: handOff, holdsTail: holdsTail)
     }
 
-    /// Under `machine.lock`: the finish step — the state becomes finished and what the rest of
+    /// Under `lock`: the finish step — the state becomes finished and what the rest of
     /// the finish needs is taken. Returns `nil` if the operation is not executing (not started,
     /// or already finishing). Must not call out.
     @inline(__always)
     private func finishStepLocked() -> Finished? {
-        guard case .finalize = machine.lifecycle.finish() else { return nil }
-        machine.lifecycle.finalized()
+        guard case .finalize = lifecycle.finish() else { return nil }
+        lifecycle.finalized()
         willBecomeFinishedLocked()
         var taken = Finished(
             completion: _completionBlock, queue: queueReference, dependencies: _dependencies,
-            wasCancelled: machine.lifecycle.isCancelled)
+            wasCancelled: lifecycle.isCancelled)
         // An atomic load (no lock): the instrument, and then the errors of the outcome.
         if let queue = queueReference {
             taken.instrument = queue._withUnsafeGuaranteedRef { $0.instrumentSlot.current }
@@ -167,7 +167,7 @@ extension ConcurrentOperation {
             // Waits that began after the finish joined `waiters` meanwhile.
             let flags = lifeFlags.bitwiseAnd(~LifeFlags.tailPending, ordering: .sequentiallyConsistent).oldValue
             if flags & LifeFlags.hasWaiters != 0 {
-                tail.waiters = machine.lock.withLock {
+                tail.waiters = lock.withLock {
                     defer { self.waiters = [] }
                     return self.waiters
                 }
@@ -214,7 +214,7 @@ extension ConcurrentOperation {
         if flags & LifeFlags.hasEventStreams != 0 { LifecycleEventStreams.deliver(for: self) }
         var waiting: [Waiter] = []
         if !holdsTail && flags & LifeFlags.hasWaiters != 0 {
-            waiting = machine.lock.withLock {
+            waiting = lock.withLock {
                 defer { waiters = [] }
                 return waiters
             }
@@ -282,5 +282,5 @@ extension ConcurrentOperation {
     }
 
     /// The queue of an operation that is enqueued and has not finished.
-    final var queueWhilePending: ConcurrentOperationQueue? { machine.lock.withLock { queue } }
+    final var queueWhilePending: ConcurrentOperationQueue? { lock.withLock { queue } }
 }

@@ -50,7 +50,7 @@ enum LifeFlags {
 }
 
 extension ConcurrentOperation {
-    /// Under `machine.lock`: adds `waiter` unless the operation has announced its finish (its
+    /// Under `lock`: adds `waiter` unless the operation has announced its finish (its
     /// completion block has run). Returns whether it was added.
     func addWaiter(_ waiter: Waiter) -> Bool {
         let previous = lifeFlags.bitwiseOr(LifeFlags.hasWaiters, ordering: .sequentiallyConsistent).oldValue

@@ -78,7 +78,7 @@ extension ConcurrentOperation {
     /// Tells the operation's queue that its reported progress changed, if the queue aggregates
     /// progress (one atomic load when it does not).
     func progressDidChange() {
-        guard let queue = machine.lock.withLock({ self.queue }) else { return }
+        guard let queue = lock.withLock({ self.queue }) else { return }
         queue.operationProgressDidChange(self)
     }
 

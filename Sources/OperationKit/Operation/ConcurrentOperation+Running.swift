@@ -15,7 +15,7 @@ extension ConcurrentOperation {
     ///   ``OperationError/Code-swift.struct/alreadyFinished`` if it already ran. Nothing changed.
     public final func start() throws(OperationError) {
         if let refusal = refusalOfManualStart() { throw refusal }
-        let (inQueue, dependencies) = machine.lock.withLock { (queue != nil, _dependencies) }
+        let (inQueue, dependencies) = lock.withLock { (queue != nil, _dependencies) }
         if inQueue {
             throw OperationError(.managedByQueue, operations: [displayName], "a queue starts this operation")
         }
@@ -27,7 +27,7 @@ extension ConcurrentOperation {
         willTellStarted(instrument)
         // Check the queue again in the same critical section as the transition: a queue that
         // claimed the operation meanwhile must be the only one to start it.
-        let action = machine.lock.withLock { () -> OperationLifecycle.StartAction in
+        let action = lock.withLock { () -> OperationLifecycle.StartAction in
             guard queueReference == nil else { return .refuse(.managedByQueue) }
             return startStepLocked()
         }
@@ -42,13 +42,13 @@ extension ConcurrentOperation {
         }
     }
 
-    /// Under `machine.lock`: the start step. Returns what to do; on `.execute` the subclass hook
+    /// Under `lock`: the start step. Returns what to do; on `.execute` the subclass hook
     /// has run. An operation cancelled before it started passes through the step to finish
     /// without executing: that is recorded (`skippedExecution`) for its event streams, which
     /// must not report it as started.
     @inline(__always)
     final func startStepLocked() -> OperationLifecycle.StartAction {
-        let action = machine.lifecycle.start()
+        let action = lifecycle.start()
         switch action {
         case .execute:
             startedStamp = CoarseClock.stamp()
@@ -61,9 +61,9 @@ extension ConcurrentOperation {
         return action
     }
 
-    /// Under `machine.lock`: sets the cancelled flag. Returns `true` if this call set it.
+    /// Under `lock`: sets the cancelled flag. Returns `true` if this call set it.
     final func cancelLocked() -> Bool {
-        if case .runCancellationBlock = machine.lifecycle.cancel() { return true }
+        if case .runCancellationBlock = lifecycle.cancel() { return true }
         return false
     }
 
@@ -102,7 +102,7 @@ extension ConcurrentOperation {
             let preparation = prepareToRun(on: queue, instrumented: instrument != nil)
             if preparation == .putBack { return .keepSlot }
             willTellStarted(instrument)
-            let action = machine.lock.withLock { () -> OperationLifecycle.StartAction in
+            let action = lock.withLock { () -> OperationLifecycle.StartAction in
                 // Conditions satisfied on this worker, their answer recorded in the start step
                 // (refused if a cancel abandoned the evaluation meanwhile and put it back).
                 if preparation == .startSatisfyingConditions && !conditionsSatisfiedLocked() { return .refuse(.notReady) }

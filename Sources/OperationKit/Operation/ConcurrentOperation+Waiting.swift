@@ -25,7 +25,7 @@ extension ConcurrentOperation {
 
     private func wait(timeout: Duration?) -> Bool {
         let semaphore = DispatchSemaphore(value: 0)
-        let alreadyFinished = machine.lock.withLock { !addWaiter(.semaphore(semaphore)) }
+        let alreadyFinished = lock.withLock { !addWaiter(.semaphore(semaphore)) }
         if alreadyFinished { return true }
         guard let timeout else {
             semaphore.wait()
@@ -33,7 +33,7 @@ extension ConcurrentOperation {
         }
         if semaphore.wait(timeout: .now() + timeout.dispatchInterval) == .success { return true }
         // Timed out: withdraw the waiter unless finish() has already taken it.
-        return machine.lock.withLock {
+        return lock.withLock {
             if let index = waiters.firstIndex(where: { $0.isSemaphore(semaphore) }) {
                 waiters.remove(at: index)
                 return false
@@ -48,7 +48,7 @@ extension ConcurrentOperation {
     /// Cancelling the waiting task does not cancel the operation and does not end the wait.
     public final func waitUntilFinished() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let alreadyFinished = machine.lock.withLock { !addWaiter(.continuation(continuation)) }
+            let alreadyFinished = lock.withLock { !addWaiter(.continuation(continuation)) }
             if alreadyFinished { continuation.resume() }
         }
     }

@@ -58,13 +58,12 @@ open class ConcurrentOperation {
     /// ConcurrentOperation does not set).
     static let defaultDispatchQueue = DispatchQueue.global()
 
-    /// The operation is its own state machine: the code that drives its lifecycle says
-    /// `machine.lock` and `machine.lifecycle`. (The public ``OperationStateMachine`` is for
-    /// owners that are not operations.) Keeping the lifecycle in the operation's own allocation
-    /// saves an object per operation: an allocation, a free and 48 heap bytes.
-    @inline(__always) final var machine: ConcurrentOperation { self }
+    // The operation is its own state machine: its `lock` and `lifecycle` are its own fields.
+    // (The public ``OperationStateMachine`` is for owners that are not operations.) Keeping the
+    // lifecycle in the operation's own allocation saves an object per operation: an allocation,
+    // a free and 48 heap bytes.
     /// The operation's lock: the striped lock of its address (never re-entered; see `Lock`). It
-    /// also protects the fields below marked `machine.lock`.
+    /// also protects the fields below marked `lock`.
     @inline(__always) final var lock: Lock { Lock.striped(for: self) }
     /// The lifecycle (ready, executing, finished; cancelled). Protected by `lock`.
     @exclusivity(unchecked) final var lifecycle = OperationLifecycle()
@@ -72,7 +71,7 @@ open class ConcurrentOperation {
     /// right after `lifecycle` (two bytes), it fills the padding before the next word.
     @exclusivity(unchecked) final var addedStamp: UInt32 = 0
 
-    // protected by machine.lock
+    // protected by lock
     @exclusivity(unchecked) private var _name: String?
     @exclusivity(unchecked) var _completionBlock: (@Sendable () -> Void)?
     /// Direct dependencies as the user gave them. The first `processedDependencyCount` have been
@@ -91,7 +90,7 @@ open class ConcurrentOperation {
     @exclusivity(unchecked) var queueReference: Unmanaged<ConcurrentOperationQueue>?
     /// Whether the operation is in `queue` now (it was added and has not finished).
     final func isEnqueued(in queue: ConcurrentOperationQueue) -> Bool {
-        machine.lock.withLock { queueReference?.toOpaque() == Unmanaged.passUnretained(queue).toOpaque() }
+        lock.withLock { queueReference?.toOpaque() == Unmanaged.passUnretained(queue).toOpaque() }
     }
 
     /// The queue this operation was added to, retained for the caller.
@@ -141,7 +140,7 @@ open class ConcurrentOperation {
     /// `queuePriority` as it was when the operation was added to its queue.
     @exclusivity(unchecked) var queuedPriority: QueuePriority = .normal
     /// `qualityOfService` as it was when the operation was added to its queue. Written under
-    /// `machine.lock` before the queue publishes the operation; read by the worker that runs it.
+    /// `lock` before the queue publishes the operation; read by the worker that runs it.
     @exclusivity(unchecked) var queuedQualityOfService: DispatchQoS.QoSClass = .unspecified
 
     /// Hands the worker's concurrency slot over between the worker and `finish()`.
@@ -150,7 +149,7 @@ open class ConcurrentOperation {
     /// whether it may have lifecycle event streams.
     let lifeFlags = Atomic<UInt8>(0)
 
-    // protected by machine.lock (kept with the other one-byte fields to save padding)
+    // protected by lock (kept with the other one-byte fields to save padding)
     @exclusivity(unchecked) private var _queuePriority: QueuePriority = .normal
     @exclusivity(unchecked) private var _qualityOfService: DispatchQoS.QoSClass = .unspecified
 
@@ -184,8 +183,8 @@ open class ConcurrentOperation {
 
     /// A name for logs and errors. Readable and writable from any thread.
     public var name: String? {
-        get { machine.lock.withLock { _name } }
-        set { machine.lock.withLock { _name = newValue } }
+        get { lock.withLock { _name } }
+        set { lock.withLock { _name = newValue } }
     }
 
     /// The name, or — when it has none — the type and a short id, such as
@@ -209,8 +208,8 @@ open class ConcurrentOperation {
     /// Whether the operation can start: it has not started, and every dependency has finished (or
     /// it was cancelled, which makes it ready at once). Readable from any thread.
     public var isReady: Bool {
-        let (ready, enqueued, pending) = machine.lock.withLock {
-            (machine.lifecycle.isReady, queue != nil, _dependencies)
+        let (ready, enqueued, pending) = lock.withLock {
+            (lifecycle.isReady, queue != nil, _dependencies)
         }
         guard ready else { return false }
         if enqueued { return Readiness.isRunnable(readiness.load(ordering: .acquiring)) }
@@ -229,30 +228,30 @@ open class ConcurrentOperation {
 
     /// The order in which a queue starts this operation among ready ones. Set before adding it.
     public var queuePriority: QueuePriority {
-        get { machine.lock.withLock { _queuePriority } }
-        set { machine.lock.withLock { _queuePriority = newValue } }
+        get { lock.withLock { _queuePriority } }
+        set { lock.withLock { _queuePriority = newValue } }
     }
 
-    /// `queuePriority`; call with `machine.lock` held.
+    /// `queuePriority`; call with `lock` held.
     var queuePriorityLocked: QueuePriority { _queuePriority }
-    /// `qualityOfService`; call with `machine.lock` held.
+    /// `qualityOfService`; call with `lock` held.
     var qualityOfServiceLocked: DispatchQoS.QoSClass { _qualityOfService }
 
     /// The quality of service of the work. `.unspecified` (the default) runs it at its queue's.
     public var qualityOfService: DispatchQoS.QoSClass {
-        get { machine.lock.withLock { _qualityOfService } }
-        set { machine.lock.withLock { _qualityOfService = newValue } }
+        get { lock.withLock { _qualityOfService } }
+        set { lock.withLock { _qualityOfService = newValue } }
     }
 
     /// Runs exactly once after the operation finished — also when it was cancelled — on the
     /// thread that finished it, with no lock held, before its dependents are released.
     public var completionBlock: (@Sendable () -> Void)? {
-        get { machine.lock.withLock { _completionBlock } }
-        set { machine.lock.withLock { _completionBlock = newValue } }
+        get { lock.withLock { _completionBlock } }
+        set { lock.withLock { _completionBlock = newValue } }
     }
 
     /// The operations this one waits for. Empty once it has finished.
-    public var dependencies: [ConcurrentOperation] { machine.lock.withLock { _dependencies.array } }
+    public var dependencies: [ConcurrentOperation] { lock.withLock { _dependencies.array } }
 
     // MARK: Running, and hooks for subclasses
 
@@ -290,10 +289,10 @@ open class ConcurrentOperation {
     /// its dependencies. An executing operation is only told; it must finish itself. Cancelling a
     /// finished operation does nothing. Overrides must call `super.cancel()`.
     open func cancel() {
-        // One critical section sets the flag and reads the queue. (The machine of a
-        // ConcurrentOperation has no cancellation block to run.)
-        let (cancelled, queue, executing) = machine.lock.withLock { () -> (Bool, ConcurrentOperationQueue?, Bool) in
-            cancelLocked() ? (true, self.queue, machine.lifecycle.isExecuting) : (false, nil, false)
+        // One critical section sets the flag and reads the queue. (A ConcurrentOperation's
+        // lifecycle has no cancellation block to run.)
+        let (cancelled, queue, executing) = lock.withLock { () -> (Bool, ConcurrentOperationQueue?, Bool) in
+            cancelLocked() ? (true, self.queue, lifecycle.isExecuting) : (false, nil, false)
         }
         guard cancelled else { return }
         tellLifecycleEventStreams()
@@ -332,7 +331,7 @@ open class ConcurrentOperation {
     /// ``RunPreparation``). `instrumented`: whether the worker tells an instrument of this run.
     func prepareToRun(on queue: ConcurrentOperationQueue, instrumented: Bool) -> RunPreparation { .start }
 
-    /// Under `machine.lock`, in the start step after ``RunPreparation/startSatisfyingConditions``:
+    /// Under `lock`, in the start step after ``RunPreparation/startSatisfyingConditions``:
     /// records that the conditions were satisfied. Returns `false` if that came too late (a
     /// cancel abandoned the evaluation and put the operation back in its queue): it does not
     /// start. Must not call out.
@@ -346,22 +345,22 @@ open class ConcurrentOperation {
     /// executor (no hop on the way in and out: the runner's task runs on the global executor).
     nonisolated(nonsending) func runOnAsyncRunner() async {}
 
-    /// Under `machine.lock`, as the operation starts on `runner`: it runs there
+    /// Under `lock`, as the operation starts on `runner`: it runs there
     /// (``AsyncOperation``, to cancel its closure).
     func attachAsyncRunnerLocked(_ runner: AsyncRunner) {}
 
-    /// Under `machine.lock`, in the step in which the operation starts executing (just before
+    /// Under `lock`, in the step in which the operation starts executing (just before
     /// ``performExecute()`` on the same thread). Must not call out.
     func didStartExecutingLocked() {}
 
-    /// Under `machine.lock`, in the step in which the operation becomes finished. Must not call
+    /// Under `lock`, in the step in which the operation becomes finished. Must not call
     /// out. (A procedure's own lifecycle becomes finished in the same step.)
     func willBecomeFinishedLocked() {}
 
-    /// Under `machine.lock`: a queue has just claimed the operation. Must not call out.
+    /// Under `lock`: a queue has just claimed the operation. Must not call out.
     func didClaim() {}
 
-    /// Under `machine.lock`: the claim was undone (registering a dependency failed).
+    /// Under `lock`: the claim was undone (registering a dependency failed).
     func didUnclaim() {}
 
     /// Operations the queue adds along with this one (a procedure's condition dependencies),
@@ -400,12 +399,12 @@ open class ConcurrentOperation {
     /// procedure is taken again after its conditions or categories).
     func takeReadyTelling() -> Bool { true }
 
-    /// The errors the operation finished with, for its outcome; under `machine.lock`, in the
+    /// The errors the operation finished with, for its outcome; under `lock`, in the
     /// finish step.
     func instrumentErrorsLocked() -> [any Error] { [] }
 }
 
-// Mutable state is protected by `machine.lock`, by the lock of the queue the operation is in
+// Mutable state is protected by `lock`, by the lock of the queue the operation is in
 // (the intrusive list and ready-list fields) or by the lock of their dependency-graph component
 // (`graphOrder`, `dependents`), as
 // marked on each field; `readiness` and `slotHandoff` are atomics.

@@ -89,7 +89,7 @@ public final class OperationLayer: ConcurrentOperation, @unchecked Sendable {
         // Held while the edges are registered, as a queue holds it while it enqueues: a member
         // that finishes meanwhile cannot complete the layer.
         readiness.store(Readiness.enqueuing, ordering: .releasing)
-        machine.lock.withLock {
+        lock.withLock {
             _dependencies = list
             _ = startStepLocked()
         }
@@ -108,7 +108,7 @@ public final class OperationLayer: ConcurrentOperation, @unchecked Sendable {
 
     /// The members that have not finished (empty once the layer has finished).
     public var unfinishedMembers: [ConcurrentOperation] {
-        machine.lock.withLock { _dependencies.array }.filter { !$0.hasFinished }
+        lock.withLock { _dependencies.array }.filter { !$0.hasFinished }
     }
 
     /// Cancels the layer: its dependents stop waiting for it and are released at once (on the
@@ -121,7 +121,7 @@ public final class OperationLayer: ConcurrentOperation, @unchecked Sendable {
         // Only if the members had not released the layer yet (else their last finish completes it).
         guard Readiness.becameRunnableByCancelling(old) else { return }
         // It leaves its members' lists before it lets itself go.
-        leaveDependents(of: machine.lock.withLock { _dependencies })
+        leaveDependents(of: lock.withLock { _dependencies })
         complete()
     }
 

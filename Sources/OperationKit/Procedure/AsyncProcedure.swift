@@ -27,7 +27,7 @@ public final class AsyncProcedure<Output: Sendable>: ResultProcedure<Output>, @u
     @exclusivity(unchecked) private var body: (@Sendable () async throws -> Output)?
     private let priority: TaskPriority?
 
-    // protected by machine.lock
+    // protected by lock
     /// The task running the closure, until it has returned.
     @exclusivity(unchecked) private var task: Task<Void, Never>?
     @exclusivity(unchecked) private var bodyReturned = false
@@ -62,10 +62,10 @@ public final class AsyncProcedure<Output: Sendable>: ResultProcedure<Output>, @u
             } catch {
                 outcome = .failure(error)
             }
-            let cancelledWithoutError = self.machine.lock.withLock { () -> Bool in
+            let cancelledWithoutError = self.lock.withLock { () -> Bool in
                 self.task = nil
                 self.bodyReturned = true
-                return self.machine.lifecycle.isCancelled && self._errors.isEmpty
+                return self.lifecycle.isCancelled && self._errors.isEmpty
             }
             switch outcome {
             case .success(let value):
@@ -78,10 +78,10 @@ public final class AsyncProcedure<Output: Sendable>: ResultProcedure<Output>, @u
         }
         // Published in the same step as the cancelled flag is read: a cancel either comes after
         // (and finds the task) or before (and is seen here).
-        let cancelled = machine.lock.withLock { () -> Bool in
+        let cancelled = lock.withLock { () -> Bool in
             if bodyReturned { return false }
             self.task = task
-            return machine.lifecycle.isCancelled
+            return lifecycle.isCancelled
         }
         if cancelled { task.cancel() }
     }
@@ -92,7 +92,7 @@ public final class AsyncProcedure<Output: Sendable>: ResultProcedure<Output>, @u
     /// - Parameter error: Why the procedure was cancelled, or `nil`.
     public override func cancel(with error: (any Error)?) {
         super.cancel(with: error)
-        machine.lock.withLock { task }?.cancel()
+        lock.withLock { task }?.cancel()
     }
 
     override func didFinishWithoutExecuting() {

@@ -7,7 +7,7 @@ import Dispatch
 /// What a procedure keeps about its conditions and observers beyond the usual single
 /// `ClosureCondition` and single observer, in one object made when first needed (so that a
 /// procedure without it pays one pointer). Every field is protected by the procedure's
-/// `machine.lock` (until the procedure lets go of it: see `markReleasedLocked`).
+/// `lock` (until the procedure lets go of it: see `markReleasedLocked`).
 final class ConditionExtras: @unchecked Sendable {
     /// The conditions after the first, in evaluation order.
     var moreConditions: [any OperationCondition] = []
@@ -52,31 +52,31 @@ final class ProcedureTakenSignal: ConcurrentOperation, @unchecked Sendable {
 }
 
 extension ProcedureOperation {
-    /// Under `machine.lock`: see `ConditionExtras`.
+    /// Under `lock`: see `ConditionExtras`.
     var conditionGates: [ConditionGate?] {
         get { conditionExtras?.gates ?? [] }
         set { extrasLocked.gates = newValue }
     }
 
-    /// Under `machine.lock`: the evaluation of several conditions (or of one behind a closed
+    /// Under `lock`: the evaluation of several conditions (or of one behind a closed
     /// gate), while it runs.
     var conditionEvaluation: ConditionEvaluation? { conditionProgress.several }
 
-    /// Under `machine.lock`: every observer, in the order they were added.
+    /// Under `lock`: every observer, in the order they were added.
     var observersLocked: [any OperationObserver] {
         observerTotal == 0 ? [] : [firstObserver.observer] + (conditionExtras?.moreObservers ?? [])
     }
 
-    /// Under `machine.lock`: whether some condition has a gate (a pointer test in the usual case).
+    /// Under `lock`: whether some condition has a gate (a pointer test in the usual case).
     var hasGatesLocked: Bool {
         guard let extras = conditionExtras else { return false }
         return !extras.gates.isEmpty
     }
 
-    /// Under `machine.lock`: the operations the conditions produced, cancelled with the procedure.
+    /// Under `lock`: the operations the conditions produced, cancelled with the procedure.
     var producedDependencies: [ConcurrentOperation] { conditionExtras?.produced ?? [] }
 
-    /// Under `machine.lock`: the extras, made if need be.
+    /// Under `lock`: the extras, made if need be.
     var extrasLocked: ConditionExtras {
         if let extras = conditionExtras { return extras }
         let extras = ConditionExtras()
@@ -84,14 +84,14 @@ extension ProcedureOperation {
         return extras
     }
 
-    /// Under `machine.lock`: remembers produced dependencies (a cancel cancels them).
+    /// Under `lock`: remembers produced dependencies (a cancel cancels them).
     func rememberProducedLocked(_ produced: [ConcurrentOperation]) {
         extrasLocked.produced.append(contentsOf: produced)
     }
 }
 
 /// Whether a condition that may produce dependencies may be evaluated: closed until they were
-/// made and have all finished. Every field is protected by the owning procedure's `machine.lock`.
+/// made and have all finished. Every field is protected by the owning procedure's `lock`.
 final class ConditionGate: @unchecked Sendable {
     /// The condition's own dependencies (``OperationCondition/dependencies``), waited for but
     /// neither added to a queue nor cancelled. Immutable.
@@ -116,7 +116,7 @@ final class ConditionGate: @unchecked Sendable {
 }
 
 /// The evaluation of several conditions of one procedure (or of one whose gate was closed).
-/// Every field is protected by the procedure's `machine.lock`; the conditions are called without
+/// Every field is protected by the procedure's `lock`; the conditions are called without
 /// it, by the thread that holds `driving`.
 final class ConditionEvaluation: @unchecked Sendable {
     let conditions: [any OperationCondition]

@@ -184,7 +184,7 @@ extension ProcedureOperation {
     /// The mailboxes of the observers with an event queue; none (and no lock taken) usually.
     func eventMailboxes() -> [EventMailbox] {
         guard hasEventQueueObservers.load(ordering: .acquiring) else { return [] }
-        return machine.lock.withLock { conditionExtras?.eventMailboxes ?? [] }
+        return lock.withLock { conditionExtras?.eventMailboxes ?? [] }
     }
 
     /// After this thread raised will execute or will add: waits until the observers with an
@@ -193,13 +193,13 @@ extension ProcedureOperation {
     /// it), and waiting would stop that delivery.
     func awaitEventQueues() {
         guard hasEventQueueObservers.load(ordering: .acquiring) else { return }
-        let mailboxes = machine.lock.withLock {
+        let mailboxes = lock.withLock {
             eventDelivery.isDeliveringOnCurrentThread ? [] : conditionExtras?.eventMailboxes ?? []
         }
         EventMailboxes.waitUntilDone(mailboxes)
     }
 
-    /// Under `machine.lock`: whether this thread is telling an observer with an event queue the
+    /// Under `lock`: whether this thread is telling an observer with an event queue the
     /// event `kind` of this procedure (a will execute or will finish callback, where an add
     /// before that event is still in time).
     func isTellingEventQueueObserverLocked(_ kind: ProcedureEventKinds) -> Bool {

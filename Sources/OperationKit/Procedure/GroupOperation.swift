@@ -176,7 +176,7 @@ open class GroupOperation: ProcedureOperation, @unchecked Sendable {
             return
         }
         // Counted like a produce before execute: the group's start waits for the add.
-        let accepted = machine.lock.withLock { () -> Bool in
+        let accepted = lock.withLock { () -> Bool in
             guard acceptsAddLocked(before: .execute, inQueue: false) else { return false }
             produceProgress.begin()
             return true
@@ -185,7 +185,7 @@ open class GroupOperation: ProcedureOperation, @unchecked Sendable {
             throw OperationError(.eventAlreadyPast, operations: [displayName] + operations.map(\.displayName),
                                  "addChild(_:before: .execute) on a group that has executed (state \(state))")
         }
-        defer { _ = machine.lock.withLock { endAddLocked() } }
+        defer { _ = lock.withLock { endAddLocked() } }
         try addChildren(operations)
     }
 

@@ -417,7 +417,7 @@ public struct TimeoutObserver: OperationObserver {
     /// - Parameter procedure: The procedure about to execute.
     public func willExecute(_ procedure: ProcedureOperation) {
         let (timeout, deadline, finishing) = (self.timeout, self.deadline, action == .cancelAndFinish)
-        let clock = self.clock ?? procedure.machine.lock.withLock({ procedure.queue })?.clock ?? SystemOperationClock()
+        let clock = self.clock ?? procedure.lock.withLock({ procedure.queue })?.clock ?? SystemOperationClock()
         let now = clock.now
         let expiry = deadline ?? now.advanced(by: timeout)
         if deadline != nil && expiry <= now {
@@ -443,7 +443,7 @@ extension ProcedureOperation {
         guard finishing else { return }
         // Still executing after its did-cancel hook and observers (which may have finished it):
         // finish it now.
-        guard machine.lock.withLock({ procedureLifecycle.state == .executing }) else { return }
+        guard lock.withLock({ procedureLifecycle.state == .executing }) else { return }
         if cancelledNow { finish() } else { _ = finish(with: error) }
     }
 }

@@ -55,7 +55,7 @@ extension ProcedureOperation {
     ///   without `event` if the procedure is not executing on a queue; or what the queue's
     ///   `addOperation` throws (will add was told then, did add is not). Nothing is added then.
     public func produce(_ operation: ConcurrentOperation, before event: PendingProcedureEvent?) throws(OperationError) {
-        let (state, queue) = machine.lock.withLock { () -> (ProcedureState, ConcurrentOperationQueue?) in
+        let (state, queue) = lock.withLock { () -> (ProcedureState, ConcurrentOperationQueue?) in
             let state = procedureLifecycle.state
             guard let queue = self.queue, acceptsAddLocked(before: event, inQueue: true) else { return (state, nil) }
             produceProgress.begin()
@@ -80,7 +80,7 @@ extension ProcedureOperation {
         } catch {
             failure = error
         }
-        let (event, ended) = machine.lock.withLock { () -> (EventDisposition?, (finish: Bool, start: Bool)) in
+        let (event, ended) = lock.withLock { () -> (EventDisposition?, (finish: Bool, start: Bool)) in
             let event = failure == nil ? enqueueEventLocked(.didProduce(operation)) : nil
             return (event, endAddLocked())
         }
@@ -89,7 +89,7 @@ extension ProcedureOperation {
         if let failure { throw failure }
     }
 
-    /// Under `machine.lock`: whether an add before `event` (or, without one, a plain produce) is
+    /// Under `lock`: whether an add before `event` (or, without one, a plain produce) is
     /// accepted now. `inQueue`: the add goes to the procedure's own queue (a produce), which a
     /// procedure only has from `pending` on; a group's child goes to the group's queue.
     func acceptsAddLocked(before event: PendingProcedureEvent?, inQueue: Bool) -> Bool {
@@ -110,13 +110,13 @@ extension ProcedureOperation {
             case .executing: return true
             case .finishing:
                 return (eventDelivery.isDeliveringWillOnCurrentThread || isTellingEventQueueObserverLocked(.willFinish))
-                    && !machine.lifecycle.isFinished
+                    && !lifecycle.isFinished
             case .initialized, .pending, .evaluatingConditions, .ready, .finished: return false
             }
         }
     }
 
-    /// Under `machine.lock`: an add counted by `produceProgress.begin()` is done. If it was the
+    /// Under `lock`: an add counted by `produceProgress.begin()` is done. If it was the
     /// last one and a worker waits to start the procedure, that worker is let go here.
     func endAddLocked() -> (finish: Bool, start: Bool) {
         let ended = produceProgress.end()
@@ -127,7 +127,7 @@ extension ProcedureOperation {
         return ended
     }
 
-    /// Under `machine.lock`: the semaphore a worker waits on until the adds under way are done.
+    /// Under `lock`: the semaphore a worker waits on until the adds under way are done.
     func startGateLocked() -> DispatchSemaphore {
         if let gate = conditionExtras?.startGate { return gate }
         let gate = DispatchSemaphore(value: 0)
@@ -138,8 +138,8 @@ extension ProcedureOperation {
     /// Raises a will-add or did-add event — unless the procedure has finished (no event comes
     /// after did finish).
     func emitAddEvent(_ event: ProcedureEvent, waitForDelivery: Bool) {
-        let disposition = machine.lock.withLock { () -> EventDisposition? in
-            guard !machine.lifecycle.isFinished else { return nil }
+        let disposition = lock.withLock { () -> EventDisposition? in
+            guard !lifecycle.isFinished else { return nil }
             return enqueueEventLocked(event, waitForDelivery: waitForDelivery)
         }
         if let disposition { handle(disposition, delivering: event, then: .nothing) }

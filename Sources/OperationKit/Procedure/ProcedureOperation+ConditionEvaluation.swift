@@ -14,7 +14,7 @@ extension ProcedureOperation {
         }
         var single = FirstCondition.none
         var signal: ProcedureTakenSignal?
-        let taken = machine.lock.withLock { () -> Taken in
+        let taken = lock.withLock { () -> Taken in
             switch procedureLifecycle.dependenciesFinished(hasConditions: conditionTotal > 0) {
             case .proceed:
                 return .proceed
@@ -51,7 +51,7 @@ extension ProcedureOperation {
     /// drives it. (Out of line: `prepareConditions` stays small for the usual case.)
     @inline(never)
     private func evaluateSeveral(queue: ConcurrentOperationQueue) -> Bool {
-        let evaluation = machine.lock.withLock { () -> ConditionEvaluation? in
+        let evaluation = lock.withLock { () -> ConditionEvaluation? in
             // Cancelled since (the cancel put it back in its queue): nothing to evaluate.
             guard procedureLifecycle.state == .evaluatingConditions else { return nil }
             return beginEvaluationLocked()
@@ -68,13 +68,13 @@ extension ProcedureOperation {
         return drive(evaluation, onWorker: true)
     }
 
-    /// Under `machine.lock`: whether the first condition has no gate, or an open one.
+    /// Under `lock`: whether the first condition has no gate, or an open one.
     @inline(never)
     private func firstGateIsOpenLocked() -> Bool {
         !hasGatesLocked || conditionGates[0]?.isOpen != false
     }
 
-    /// Under `machine.lock`, on the worker: the evaluation of several conditions (or of one behind
+    /// Under `lock`, on the worker: the evaluation of several conditions (or of one behind
     /// a closed gate), driven by this worker. Kept out of `prepareConditions`'s critical section,
     /// which stays small enough to be inlined for the usual single condition.
     @inline(never)
@@ -104,7 +104,7 @@ extension ProcedureOperation {
             case wait
         }
         while true {
-            let step = machine.lock.withLock { () -> Step in
+            let step = lock.withLock { () -> Step in
                 // Cancelled (the cancel abandoned the evaluation): nothing more is started.
                 guard procedureLifecycle.state == .evaluatingConditions, conditionEvaluation === evaluation else {
                     evaluation.driving = false
@@ -139,7 +139,7 @@ extension ProcedureOperation {
     /// A condition of `evaluation` answered (its first answer counts; later ones, and answers
     /// after a cancel, are ignored). Drives the evaluation on if nobody is.
     private func answered(_ evaluation: ConditionEvaluation, _ index: Int, _ result: ConditionResult) {
-        let drive = machine.lock.withLock { () -> Bool in
+        let drive = lock.withLock { () -> Bool in
             guard procedureLifecycle.state == .evaluatingConditions, conditionEvaluation === evaluation,
                   evaluation.record(result, from: index)
             else { return false }
@@ -167,7 +167,7 @@ extension ProcedureOperation {
             } ? .start : .putBack
         }
         condition.evaluate(for: self) { [self] result in singleConditionAnswered(result) }
-        let decided = machine.lock.withLock { conditionProgress.startedOne() }
+        let decided = lock.withLock { conditionProgress.startedOne() }
         guard let decided else { return .putBack }
         return conditionsDecided(decided, categories: condition.mutuallyExclusiveCategories, queue: queue, onWorker: true) {
             [(condition.name, decided)]
@@ -175,7 +175,7 @@ extension ProcedureOperation {
     }
 
     private func singleConditionAnswered(_ result: ConditionResult) {
-        let late = machine.lock.withLock { () -> (any OperationCondition, ConcurrentOperationQueue)? in
+        let late = lock.withLock { () -> (any OperationCondition, ConcurrentOperationQueue)? in
             // A second completion of the condition is ignored; so is one after the procedure
             // stopped waiting (cancelled).
             guard procedureLifecycle.state == .evaluatingConditions, conditionProgress.answeredOne(result) == .decide,
@@ -200,7 +200,7 @@ extension ProcedureOperation {
         let satisfied: Bool
         if case .satisfied = result { satisfied = true } else { satisfied = false }
         // `false`: cancelled meanwhile; `cancel` has already put it back in its queue.
-        guard machine.lock.withLock({ procedureLifecycle.conditionsEvaluated(satisfied: satisfied) }) else {
+        guard lock.withLock({ procedureLifecycle.conditionsEvaluated(satisfied: satisfied) }) else {
             return false
         }
         // Told before what follows the decision (the cancel of a failure, the start, the
@@ -216,15 +216,15 @@ extension ProcedureOperation {
         case .satisfied:
             if !categories.isEmpty && !isCancelled {
                 let owner = ObjectIdentifier(self)
-                machine.lock.withLock { exclusivity.request() }
+                lock.withLock { exclusivity.request() }
                 if let instrument { tell(.exclusivityWaiting(categories), queue: queue, to: instrument) }
                 let granted = ExclusivityController.request(categories, for: self) {
-                    self.machine.lock.withLock { self.exclusivity.grant() }
+                    self.lock.withLock { self.exclusivity.grant() }
                     if let instrument { self.tell(.exclusivityGranted(categories), queue: queue, to: instrument) }
                     queue.requeue(self)
                 }
                 if granted {
-                    machine.lock.withLock { exclusivity.grant() }
+                    lock.withLock { exclusivity.grant() }
                     if let instrument { tell(.exclusivityGranted(categories), queue: queue, to: instrument) }
                 } else {
                     // Cancelled while the request was being made: `cancel` found nothing to

@@ -58,9 +58,9 @@ extension ProcedureOperation {
                 .selfDependency, operations: [displayName],
                 "the condition \(condition.name) lists the procedure among its own dependencies")
         }
-        let (accepted, state, makeNow) = machine.lock.withLock {
+        let (accepted, state, makeNow) = lock.withLock {
             () -> (Bool, ProcedureState, (ConditionGate, ConcurrentOperationQueue)?) in
-            guard procedureLifecycle.acceptsConditions && machine.lifecycle.isReady else {
+            guard procedureLifecycle.acceptsConditions && lifecycle.isReady else {
                 return (false, procedureLifecycle.state, nil)
             }
             // The same condition again: kept once.
@@ -102,7 +102,7 @@ extension ProcedureOperation {
         guard !produced.isEmpty else { return }
         // (Read before the lock: the name is read under it.)
         let name = displayName
-        let signal = machine.lock.withLock { () -> ProcedureTakenSignal? in
+        let signal = lock.withLock { () -> ProcedureTakenSignal? in
             guard procedureLifecycle.state == .pending, !procedureLifecycle.isCancelled else { return nil }
             if let signal = conditionExtras?.takenSignal { return signal }
             let signal = ProcedureTakenSignal(for: name)
@@ -113,7 +113,7 @@ extension ProcedureOperation {
         if let signal { for dependency in produced { try? dependency.addDependency(signal) } }
     }
 
-    /// Under `machine.lock`: the signal the produced dependencies wait for, taken to be fired
+    /// Under `lock`: the signal the produced dependencies wait for, taken to be fired
     /// (without the lock) because the procedure was taken or cancelled.
     func takeTakenSignalLocked() -> ProcedureTakenSignal? {
         guard let extras = conditionExtras, let signal = extras.takenSignal else { return nil }
@@ -123,19 +123,19 @@ extension ProcedureOperation {
 
     /// The number of conditions added, result injections (``ResultConsuming/injectResult(from:_:)``)
     /// included; 0 again once the procedure has finished and let them go.
-    public var conditionCount: Int { machine.lock.withLock { Int(conditionTotal) } }
+    public var conditionCount: Int { lock.withLock { Int(conditionTotal) } }
 
-    /// Under `machine.lock`: every condition, in evaluation order.
+    /// Under `lock`: every condition, in evaluation order.
     var conditionsLocked: [any OperationCondition] {
         conditionTotal == 0 ? [] : [firstCondition.condition] + (conditionExtras?.moreConditions ?? [])
     }
 
-    /// Under `machine.lock`: whether a condition with this identity was added.
+    /// Under `lock`: whether a condition with this identity was added.
     private func hasConditionLocked(_ identity: ConditionIdentity) -> Bool {
         firstCondition.identity == identity || (conditionExtras?.identities.contains(identity) ?? false)
     }
 
-    /// Under `machine.lock`: stores a condition — inline if it is the first — before the
+    /// Under `lock`: stores a condition — inline if it is the first — before the
     /// non-`first` ones if `first`. Returns its gate if it may produce a dependency or waits for
     /// its own (`waitsFor` not `nil`).
     private func storeConditionLocked(
@@ -167,7 +167,7 @@ extension ProcedureOperation {
         return gate
     }
 
-    /// Under `machine.lock`: the conditions whose dependencies nobody has begun to make, their
+    /// Under `lock`: the conditions whose dependencies nobody has begun to make, their
     /// gates now marked as being made by the caller.
     func takeUnmadeLocked() -> [(ConditionGate, any OperationCondition)] {
         guard hasGatesLocked else { return [] }
@@ -184,7 +184,7 @@ extension ProcedureOperation {
     /// own dependencies on the gate, which opens once they have all finished, and remembers the
     /// produced ones (a cancel cancels them; not the condition's own).
     func finishMaking(_ gate: ConditionGate, _ produced: [ConcurrentOperation]) {
-        let cancelled = machine.lock.withLock { () -> Bool in
+        let cancelled = lock.withLock { () -> Bool in
             gate.remaining += produced.count + gate.waitsFor.count
             // Finished meanwhile (cancelled): it has let go of its produced dependencies.
             if procedureLifecycle.state == .finished { return true }
@@ -192,7 +192,7 @@ extension ProcedureOperation {
             return procedureLifecycle.isCancelled
         }
         for dependency in produced + gate.waitsFor {
-            let registered = dependency.machine.lock.withLock {
+            let registered = dependency.lock.withLock {
                 dependency.addWaiter(.callback { [self] in producedDependencyFinished(gate) })
             }
             if !registered { producedDependencyFinished(gate) }
@@ -206,7 +206,7 @@ extension ProcedureOperation {
     /// One produced dependency of `gate` finished (or its making is done). If that opened the gate
     /// while the conditions are being evaluated and nobody is driving the evaluation, drive it.
     private func producedDependencyFinished(_ gate: ConditionGate) {
-        let evaluation = machine.lock.withLock { () -> ConditionEvaluation? in
+        let evaluation = lock.withLock { () -> ConditionEvaluation? in
             gate.remaining -= 1
             // (The state first: once finished, the procedure's condition fields are no longer read.)
             guard gate.remaining == 0, procedureLifecycle.state == .evaluatingConditions,
@@ -224,7 +224,7 @@ extension ProcedureOperation {
         // added on another thread meanwhile, is made by that thread, or left for the worker: see
         // `addCondition`.)
         guard conditionsMayProduceDependencies.load(ordering: .acquiring) else { return [] }
-        let taken = machine.lock.withLock { () -> [(ConditionGate, any OperationCondition)] in
+        let taken = lock.withLock { () -> [(ConditionGate, any OperationCondition)] in
             // Called once `queue` has claimed the procedure (an add that is refused makes nothing).
             guard conditionTotal > 0, procedureLifecycle.state == .pending,
                   queueReference?.toOpaque() == Unmanaged.passUnretained(queue).toOpaque(),

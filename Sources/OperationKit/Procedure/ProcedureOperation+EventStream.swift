@@ -60,7 +60,7 @@ extension ProcedureOperation {
                 continuation.yield(.didFinish(errors))
                 continuation.finish()
             }
-            let added = machine.lock.withLock { addWaiter(waiter) }
+            let added = lock.withLock { addWaiter(waiter) }
             if !added { waiter.resume() }
         }
         return stream

@@ -176,8 +176,8 @@ extension ProcedureOperation {
 
     /// Adds `observer` (see the public method), whose events go to `mailbox` if it has one.
     private func addObserver(_ observer: any OperationObserver, mailbox: EventMailbox?) throws(OperationError) {
-        let (event, state) = machine.lock.withLock { () -> (EventDisposition?, ProcedureState) in
-            guard procedureLifecycle.acceptsObservers && !machine.lifecycle.isFinished else {
+        let (event, state) = lock.withLock { () -> (EventDisposition?, ProcedureState) in
+            guard procedureLifecycle.acceptsObservers && !lifecycle.isFinished else {
                 return (nil, procedureLifecycle.state)
             }
             if observerTotal == 0 { firstObserver = FirstObserver(observer) } else { extrasLocked.moreObservers.append(observer) }
@@ -199,13 +199,13 @@ extension ProcedureOperation {
     }
 
     /// The number of observers added; 0 again once the procedure has finished and let them go.
-    public var observerCount: Int { machine.lock.withLock { Int(observerTotal) } }
+    public var observerCount: Int { lock.withLock { Int(observerTotal) } }
 
     /// Raises `event`. With `waitForDelivery`, returns only once it has been delivered — unless
     /// this thread is the one delivering, which delivers it after the event in progress. `then`
     /// runs right after the event is delivered (on the thread delivering, or on this one).
     func emit(_ event: ProcedureEvent, waitForDelivery: Bool = false, then: AfterDelivery = .nothing) {
-        let disposition = machine.lock.withLock {
+        let disposition = lock.withLock {
             enqueueEventLocked(event, waitForDelivery: waitForDelivery, then: then)
         }
         handle(disposition, delivering: event, then: then)
@@ -259,7 +259,7 @@ extension ProcedureOperation {
         }
     }
 
-    /// Under `machine.lock`: queues `event`, in the same critical section as the state change it
+    /// Under `lock`: queues `event`, in the same critical section as the state change it
     /// reports, so that no later event overtakes it.
     ///
     /// `handOffThen`: if another thread is delivering, it runs `then` after delivering the event,
@@ -313,7 +313,7 @@ extension ProcedureOperation {
     func deliverQueuedEvents() -> ProcedureState {
         var state = ProcedureState.initialized
         var released = false
-        while let current = machine.lock.withLock({ () -> PendingEvent? in
+        while let current = lock.withLock({ () -> PendingEvent? in
             switch eventDelivery.next() {
             case .deliver(let pending):
                 return pending

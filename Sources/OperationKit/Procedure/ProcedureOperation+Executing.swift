@@ -7,7 +7,7 @@ extension ProcedureOperation {
     func emitDidExecuteOnce() {
         // Usually told already, by a finish inside `execute()`: no need for the lock.
         if didExecuteTold.load(ordering: .acquiring) { return }
-        let event = machine.lock.withLock { () -> EventDisposition? in
+        let event = lock.withLock { () -> EventDisposition? in
             guard !didExecuteTold.load(ordering: .relaxed) else { return nil }
             didExecuteTold.store(true, ordering: .releasing)
             return enqueueEventLocked(.didExecute)
@@ -42,7 +42,7 @@ extension ProcedureOperation {
             Bool
         )
         var signal: ProcedureTakenSignal?
-        let (action, queue, produced, finishes, baseCancelled, event, requested) = machine.lock.withLock { () -> Taken in
+        let (action, queue, produced, finishes, baseCancelled, event, requested) = lock.withLock { () -> Taken in
             let action = procedureLifecycle.cancel()
             guard action != .none else { return (action, nil, [], false, false, nil, false) }
             signal = takeTakenSignalLocked()

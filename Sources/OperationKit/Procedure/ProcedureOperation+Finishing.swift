@@ -112,7 +112,7 @@ extension ProcedureOperation {
                 return .ignored
             }
         }
-        machine.lock.lock()
+        lock.lock()
         let taken = takeLocked()
         if case .finishInStep = taken {
             // The base operation's finish step is made in this critical section (it lets go of
@@ -120,7 +120,7 @@ extension ProcedureOperation {
             finishExecuted(asLastStep: asLastStep, lockHeld: true)
             return true
         }
-        machine.lock.unlock()
+        lock.unlock()
         switch taken {
         case .ignored:
             return false
@@ -150,7 +150,7 @@ extension ProcedureOperation {
         var errors: [any Error]
     }
 
-    /// Under `machine.lock`, in the state `finishing`: queues did execute (if `executed` and not
+    /// Under `lock`, in the state `finishing`: queues did execute (if `executed` and not
     /// told yet) and will finish, whose delivery is followed by the rest of the finish.
     private func enqueueFinishEventsLocked(executed: Bool, asLastStep: Bool) -> FinishEvents {
         var didExecute: EventDisposition?
@@ -177,13 +177,13 @@ extension ProcedureOperation {
     /// `queue`: the procedure's queue if the caller read it in its critical section (`.some`), so
     /// that this need not take the lock to read it.
     func completeFinish(executed: Bool, queue: ConcurrentOperationQueue?? = nil, asLastStep: Bool = false) {
-        (queue ?? machine.lock.withLock { self.queue })?.notifyDelegate(willFinish: self)
-        let events = machine.lock.withLock { enqueueFinishEventsLocked(executed: executed, asLastStep: asLastStep) }
+        (queue ?? lock.withLock { self.queue })?.notifyDelegate(willFinish: self)
+        let events = lock.withLock { enqueueFinishEventsLocked(executed: executed, asLastStep: asLastStep) }
         deliver(events, asLastStep: asLastStep)
     }
 
     /// The rest of a finish after will finish was delivered. `lockHeld`: the caller holds
-    /// `machine.lock`, which the base operation's finish step lets go of.
+    /// `lock`, which the base operation's finish step lets go of.
     func finishExecuted(asLastStep: Bool, lockHeld: Bool = false) {
         let tail = finishKeepingTail(handOff: asLastStep ? .lastStepOnWorker : .tellQueue, holdsTail: true, lockHeld: lockHeld)
         didComplete(then: consume tail)
@@ -230,7 +230,7 @@ extension ProcedureOperation {
         var after = AfterDelivery.nothing
         var hasObservers = false
         var tell = false
-        let (exclusive, errors) = machine.lock.withLock { () -> (Bool, [any Error]) in
+        let (exclusive, errors) = lock.withLock { () -> (Bool, [any Error]) in
             let exclusive = exclusivity.release()
             if eventDelivery.releaseAfterDelivery() {
                 if let pending { after = .completeTail(pending) }
@@ -295,7 +295,7 @@ extension ProcedureOperation {
         if observer.observedEvents.contains(.didFinish) { observer.didFinish(self, with: errors) }
     }
 
-    /// Under `machine.lock`, once the procedure has finished and no event is being delivered or
+    /// Under `lock`, once the procedure has finished and no event is being delivered or
     /// can be raised any more: from here on nothing but the calling thread touches the
     /// conditions, observers and produced dependencies (the counts read 0, every path that would
     /// read them checks the state first), which it then lets go of with ``releaseUnlocked()``.

@@ -41,7 +41,7 @@ import Synchronization
 ///
 /// See `Documentation/Procedures.md` in the repository for the whole guide.
 open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
-    // All the fields below are protected by `machine.lock`, except where said. Each group of
+    // All the fields below are protected by `lock`, except where said. Each group of
     // related facts is one value type whose cases leave out the impossible combinations (see
     // ProcedureStateValues.swift). They are declared in the order that packs them tightest (a
     // class lays its fields out in declaration order, and a pending procedure's size matters: see
@@ -124,7 +124,7 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     }
 
     override func takeReadyTelling() -> Bool {
-        machine.lock.withLock { flags.insert(.readyTold).inserted }
+        lock.withLock { flags.insert(.readyTold).inserted }
     }
 
     override func instrumentErrorsLocked() -> [any Error] { _errors }
@@ -134,27 +134,27 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// Whether the procedure may start: its dependencies have finished (or it was cancelled) and
     /// its conditions are not being evaluated. Readable from any thread.
     public override var isReady: Bool {
-        super.isReady && machine.lock.withLock { procedureLifecycle.state != .evaluatingConditions }
+        super.isReady && lock.withLock { procedureLifecycle.state != .evaluatingConditions }
     }
 
     /// Where the procedure is in its lifecycle. Readable from any thread.
     public var state: ProcedureState {
         // The queue's claim moves the lifecycle to pending in the same critical section.
-        machine.lock.withLock { procedureLifecycle.state }
+        lock.withLock { procedureLifecycle.state }
     }
 
     /// The errors the procedure collected, in the order they arrived: the error given to
     /// ``cancel(with:)`` (a failed condition cancels the procedure with its error) and those given
     /// to the finish that counted. Complete once it has finished. Readable from any thread.
-    public var errors: [any Error] { machine.lock.withLock { _errors } }
+    public var errors: [any Error] { lock.withLock { _errors } }
 
     /// Whether the procedure collected any error (see ``errors``). A procedure cancelled without
     /// an error has not failed.
-    public var isFailed: Bool { machine.lock.withLock { !_errors.isEmpty } }
+    public var isFailed: Bool { lock.withLock { !_errors.isEmpty } }
 
     /// Notes about finish calls that changed nothing — a second finish, or a finish before the
     /// procedure executed — for debugging.
-    public var diagnostics: [String] { machine.lock.withLock { _diagnostics } }
+    public var diagnostics: [String] { lock.withLock { _diagnostics } }
 
     /// Whether cancelling the procedure while it executes also finishes it at once (PSOperations'
     /// behaviour), instead of only telling it. `false` by default.
@@ -163,9 +163,9 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// besides the one given to ``cancel(with:)``; the work's own finish later is ignored. Only
     /// the value at the time of the cancel matters: set it before.
     public var finishesWhenCancelled: Bool {
-        get { machine.lock.withLock { flags.contains(.finishesWhenCancelled) } }
+        get { lock.withLock { flags.contains(.finishesWhenCancelled) } }
         set {
-            machine.lock.withLock {
+            lock.withLock {
                 if newValue { flags.insert(.finishesWhenCancelled) } else { flags.remove(.finishesWhenCancelled) }
             }
         }
@@ -230,7 +230,7 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
         repeat {
             gate?.wait()
             gate = nil
-            taken = machine.lock.withLock {
+            taken = lock.withLock {
                 () -> (ProcedureLifecycle.StartAction, ConcurrentOperationQueue?, [any Error]) in
                 // Adds made with `produce(_:before: .execute)` are under way: wait for them first.
                 if produceProgress.isAdding, produceProgress.startRequested() {
@@ -252,13 +252,13 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
             return
         }
         queue?.notifyDelegate(willFinish: self)
-        let (event, latestErrors) = machine.lock.withLock {
+        let (event, latestErrors) = lock.withLock {
             (enqueueEventLocked(.willFinish(_errors), waitForDelivery: true, then: .finishWithoutExecuting), _errors)
         }
         handle(event, delivering: .willFinish(latestErrors), then: .finishWithoutExecuting)
     }
 
-    /// Under `machine.lock`, as the base operation becomes finished: the procedure's lifecycle
+    /// Under `lock`, as the base operation becomes finished: the procedure's lifecycle
     /// finishes in the same step. If no event is being delivered — none can be raised from now
     /// on — did finish will be told directly by this thread: take what it needs now.
     override func willBecomeFinishedLocked() {
@@ -280,7 +280,7 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
         case waitForAdds(DispatchSemaphore)
     }
 
-    /// Under `machine.lock`: the procedure starts in the same step as the base operation — the
+    /// Under `lock`: the procedure starts in the same step as the base operation — the
     /// state change and will execute queued together, so no event overtakes it.
     private func startLocked() -> Start {
         // Adds made with `produce(_:before: .execute)` are under way: wait for them first.
@@ -300,10 +300,10 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     override func performExecute() {
         // Made in the base operation's start step on this thread (only this thread touches it
         // until the procedure has executed).
-        var start = startedInBaseStep.take() ?? machine.lock.withLock { startLocked() }
+        var start = startedInBaseStep.take() ?? lock.withLock { startLocked() }
         while case .waitForAdds(let gate) = start {
             gate.wait()
-            start = machine.lock.withLock { startLocked() }
+            start = lock.withLock { startLocked() }
         }
         switch start {
         case .execute(let willExecute):
@@ -320,7 +320,7 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
             }
             // A stray finish() while will execute was delivered: the work does not run. (`state`
             // was read when this thread ended the delivery; otherwise read it now.)
-            if (state ?? machine.lock.withLock { procedureLifecycle.state }) == .executing { execute() }
+            if (state ?? lock.withLock { procedureLifecycle.state }) == .executing { execute() }
             emitDidExecuteOnce()
         case .finishWithoutExecuting:
             // Cancelled between the queue's start and this point: finish without executing.
@@ -339,7 +339,7 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     }
 
     override func refusalOfManualStart() -> OperationError? {
-        machine.lock.withLock { conditionTotal == 0 }
+        lock.withLock { conditionTotal == 0 }
             ? nil
             : OperationError(.requiresQueue, operations: [displayName], "only a queue evaluates conditions")
     }

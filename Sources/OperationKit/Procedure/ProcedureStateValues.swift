@@ -2,7 +2,7 @@
 // evaluation of its conditions, produce calls holding a finish back, mutual exclusivity, flags.
 //
 // Each is a transition function in the manner of `ProcedureLifecycle`: it holds no lock and calls
-// nothing; the procedure mutates it under `machine.lock` and acts on what it returns outside the
+// nothing; the procedure mutates it under `lock` and acts on what it returns outside the
 // lock. Their cases leave out the combinations that cannot happen (events pending while nothing
 // is delivered, a finish waiting for no produce, a decision without an evaluation…).
 

@@ -9,7 +9,7 @@ class FinishCallbacks: @unchecked Sendable {
 
 /// The onValue and onError callbacks of one ``ResultProcedure``.
 final class ResultCallbacks<Output: Sendable>: FinishCallbacks, @unchecked Sendable {
-    // Appended to under the procedure's `machine.lock` while this entry is among its waiters;
+    // Appended to under the procedure's `lock` while this entry is among its waiters;
     // read once, by the thread that took the waiters out (under that lock) to resume them.
     var valueCallbacks: [@Sendable (Output) throws -> Void] = []
     var errorCallbacks: [@Sendable (any Error) -> Void] = []
@@ -94,7 +94,7 @@ extension ResultProcedure {
 
     /// Adds a callback to the procedure's entry among its waiters, made if need be.
     private func addResultCallback(_ kind: String, _ add: (ResultCallbacks<Output>) -> Void) throws(OperationError) {
-        let added = machine.lock.withLock { () -> Bool in
+        let added = lock.withLock { () -> Bool in
             for waiter in waiters {
                 if case .finishCallbacks(let entry) = waiter, let callbacks = entry as? ResultCallbacks<Output> {
                     add(callbacks)

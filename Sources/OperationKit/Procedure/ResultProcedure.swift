@@ -14,7 +14,7 @@
 /// (or a ``TransformProcedure``'s ``TransformProcedure/injectInput(from:)``): the compiler checks
 /// the types.
 open class ResultProcedure<Output: Sendable>: ProcedureOperation, @unchecked Sendable {
-    // protected by machine.lock
+    // protected by lock
     /// The value, type-erased: unspecialised code touching an `Output?` field (every
     /// `ClosureProcedure<T>.execute()` and deinit run unspecialised, from the queue) looks up
     /// `Optional<Output>`'s metadata in the runtime's cache each time, a few hundred
@@ -35,7 +35,7 @@ open class ResultProcedure<Output: Sendable>: ProcedureOperation, @unchecked Sen
     /// ``ProcedureOperation/finish(with:)`` or without a value, or cancelled before executing).
     /// Set in the same step as the finish counts, before will-finish observers run. Readable from
     /// any thread.
-    public var output: Output? { machine.lock.withLock { _output }.map { $0.value as! Output } }
+    public var output: Output? { lock.withLock { _output }.map { $0.value as! Output } }
 
     /// The outcome: `.failure` with the first of ``ProcedureOperation/errors`` as soon as there is
     /// one (an error given to ``ProcedureOperation/cancel(with:)`` counts at once, and wins over a
@@ -43,7 +43,7 @@ open class ResultProcedure<Output: Sendable>: ProcedureOperation, @unchecked Sen
     /// with a value; otherwise `nil` (not finished, or finished without a value or an error).
     /// Readable from any thread.
     public var result: Result<Output, any Error>? {
-        machine.lock.withLock {
+        lock.withLock {
             if let error = _errors.first { return .failure(error) }
             return _output.map { .success($0.value as! Output) }
         }
@@ -195,7 +195,7 @@ public final class ClosureProcedure<Output: Sendable>: ResultProcedure<Output>, 
 /// try queue.addOperations([download, decode], waitUntilFinished: false)
 /// ```
 public final class TransformProcedure<Input: Sendable, Output: Sendable>: ResultProcedure<Output>, @unchecked Sendable {
-    // protected by machine.lock
+    // protected by lock
     private var _input: Input?
     private let transform: @Sendable (Input) throws -> Output
 
@@ -216,8 +216,8 @@ public final class TransformProcedure<Input: Sendable, Output: Sendable>: Result
     /// The input. Set it before the procedure executes; the procedure lets go of it when its
     /// transform runs (so it reads `nil` afterwards). Readable and writable from any thread.
     public var input: Input? {
-        get { machine.lock.withLock { _input } }
-        set { machine.lock.withLock { _input = newValue } }
+        get { lock.withLock { _input } }
+        set { lock.withLock { _input = newValue } }
     }
 
     /// Makes this procedure depend on `producer` and take its value as ``input``. See
@@ -234,7 +234,7 @@ public final class TransformProcedure<Input: Sendable, Output: Sendable>: Result
     /// Takes the input and finishes with the transform's value or error, or with
     /// ``OperationError/Code-swift.struct/inputUnavailable`` if there is no input.
     public override func execute() {
-        let input = machine.lock.withLock { () -> Input? in
+        let input = lock.withLock { () -> Input? in
             defer { _input = nil }
             return _input
         }

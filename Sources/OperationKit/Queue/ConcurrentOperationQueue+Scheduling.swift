@@ -11,16 +11,16 @@ extension ConcurrentOperationQueue {
         stamp: UInt32 = CoarseClock.stamp()
     ) throws(OperationError) -> ConcurrentOperation.QueuePriority {
         typealias Claim = (refusal: OperationError.Code?, priority: ConcurrentOperation.QueuePriority, hasDependencies: Bool)
-        let claim = operation.machine.lock.withLock { () -> Claim in
+        let claim = operation.lock.withLock { () -> Claim in
             if let queue = operation.queueReference {
                 let same = queue.toOpaque() == Unmanaged.passUnretained(self).toOpaque()
                 return (same ? .alreadyEnqueued : .enqueuedInAnotherQueue, .normal, false)
             }
-            let lifecycle = operation.machine.lifecycle
+            let lifecycle = operation.lifecycle
             if lifecycle.isFinished { return (.alreadyFinished, .normal, false) }
             if !lifecycle.isReady { return (.alreadyStarted, .normal, false) }
             operation.queueReference = Unmanaged.passUnretained(self)
-            operation.machine.addedStamp = stamp
+            operation.addedStamp = stamp
             if let pendingBarrier, pendingBarrier !== operation {
                 operation._dependencies.append(pendingBarrier)
             }
@@ -40,7 +40,7 @@ extension ConcurrentOperationQueue {
         do {
             try DependencyGraph.registerDependencies(of: operation)
         } catch {
-            operation.machine.lock.withLock {
+            operation.lock.withLock {
                 operation.queueReference = nil
                 operation.processedDependencyCount = 0
                 operation.didUnclaim()
@@ -61,13 +61,13 @@ extension ConcurrentOperationQueue {
     func unprepare(_ operation: ConcurrentOperation, barrier pendingBarrier: ConcurrentOperation?) {
         let graph = GraphComponent.lock(componentOf: operation)
         defer { graph.lock.unlock() }
-        let (dependencies, registered) = operation.machine.lock.withLock {
+        let (dependencies, registered) = operation.lock.withLock {
             (operation._dependencies, operation.processedDependencyCount)
         }
         for index in 0..<registered {
             while graph.unregister(operation, from: dependencies[index]) {}
         }
-        operation.machine.lock.withLock {
+        operation.lock.withLock {
             operation.queueReference = nil
             operation.processedDependencyCount = 0
             operation.didUnclaim()

@@ -189,10 +189,10 @@ struct OperationFacts {
 
     init(reading operation: ConcurrentOperation) {
         let procedure = operation as? ProcedureOperation
-        operation.machine.lock.withLock {
-            lifecycle = operation.machine.lifecycle.state
-            isCancelled = operation.machine.lifecycle.isCancelled
-            addedStamp = operation.machine.addedStamp
+        operation.lock.withLock {
+            lifecycle = operation.lifecycle.state
+            isCancelled = operation.lifecycle.isCancelled
+            addedStamp = operation.addedStamp
             startedStamp = operation.startedStamp
             dependencies = operation._dependencies.array
             guard let procedure else { return }

@@ -329,7 +329,7 @@ public final class ConcurrentOperationQueue {
             barrier = barrierOperation
             return operationsLocked()
         }
-        barrierOperation.machine.lock.withLock { barrierOperation._dependencies = OperationList(earlier) }
+        barrierOperation.lock.withLock { barrierOperation._dependencies = OperationList(earlier) }
         try? addOperation(barrierOperation)
         return barrierOperation
     }

@@ -63,7 +63,7 @@ enum DependencyGraph {
             }
             if !dependency.registerDependent(operation) { skipped += 1 }
         }
-        operation.machine.lock.withLock { operation.processedDependencyCount += pendingCount }
+        operation.lock.withLock { operation.processedDependencyCount += pendingCount }
         if skipped > 0 {
             operation.readiness.subtract(skipped, ordering: .acquiringAndReleasing)
         }
@@ -79,7 +79,7 @@ enum DependencyGraph {
         while true {
             var anchor = operation.graphComponentBits.load(ordering: .acquiring)
             if anchor == 0 {
-                let (dependencies, start) = operation.machine.lock.withLock {
+                let (dependencies, start) = operation.lock.withLock {
                     (operation._dependencies, operation.processedDependencyCount)
                 }
                 for index in start..<dependencies.count {
@@ -93,7 +93,7 @@ enum DependencyGraph {
                 GraphComponent.merge(dependencySide: graph, dependentSide: ownForeign)
                 continue
             }
-            let (dependencies, start) = operation.machine.lock.withLock {
+            let (dependencies, start) = operation.lock.withLock {
                 (operation._dependencies, operation.processedDependencyCount)
             }
             // Without retaining each dependency: S4 scans 990,000 of them.
@@ -146,8 +146,8 @@ extension GraphComponent {
 
     /// Registered, unfinished dependencies of `operation`; none if it was cancelled.
     func predecessors(of operation: ConcurrentOperation) -> [ConcurrentOperation] {
-        let (registered, count) = operation.machine.lock.withLock {
-            (operation._dependencies, operation.machine.lifecycle.isCancelled ? 0 : operation.processedDependencyCount)
+        let (registered, count) = operation.lock.withLock {
+            (operation._dependencies, operation.lifecycle.isCancelled ? 0 : operation.processedDependencyCount)
         }
         return registered.prefix(count).filter { !$0.hasFinished }
     }

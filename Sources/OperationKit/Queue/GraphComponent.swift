@@ -172,7 +172,7 @@ final class GraphComponent: @unchecked Sendable {  // every field is protected a
                 expected: 0, desired: own, ordering: .acquiringAndReleasing)
             if joined {
                 // Written once, by the one thread whose exchange succeeded; read only by deinit.
-                operation.machine.graphComponentKeepAlive = self
+                operation.graphComponentKeepAlive = self
                 memberCount += 1
                 return nil
             }

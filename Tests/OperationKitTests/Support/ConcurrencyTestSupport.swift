@@ -63,7 +63,7 @@ enum BlockingWaits {
 
 /// The number of waiters an operation holds (tasks and threads waiting for it to finish).
 func waiterCount(of operation: ConcurrentOperation) -> Int {
-    operation.machine.lock.withLock { operation.waiters.count }
+    operation.lock.withLock { operation.waiters.count }
 }
 
 /// The number of waiters a queue holds.

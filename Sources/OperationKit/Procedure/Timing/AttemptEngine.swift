@@ -23,7 +23,7 @@ protocol AttemptDriver<Output>: AnyObject, Sendable {
 /// Runs the attempts of its owner (a ``RetryOperation`` or a ``RepeatProcedure``), one at a time,
 /// on a queue of its own whose operations are descendants of the owner.
 ///
-/// Its state is protected by the owner's `machine.lock` (nothing else is taken under it). The
+/// Its state is protected by the owner's `lock` (nothing else is taken under it). The
 /// owner holds the engine; the engine holds the owner unowned (a timer's action holds it strongly).
 final class AttemptEngine<Output: Sendable>: @unchecked Sendable {
     unowned let owner: ResultProcedure<Output>
@@ -33,18 +33,18 @@ final class AttemptEngine<Output: Sendable>: @unchecked Sendable {
     /// The clock given to the owner, if any.
     let givenClock: (any OperationClock)?
 
-    // protected by owner.machine.lock
+    // protected by owner.lock
     private(set) var count = 0
-    // protected by owner.machine.lock: the running attempt
+    // protected by owner.lock: the running attempt
     private var current: ResultProcedure<Output>?
-    // protected by owner.machine.lock: the last attempt that finished
+    // protected by owner.lock: the last attempt that finished
     private var previous: ResultProcedure<Output>?
-    // protected by owner.machine.lock: waiting between two attempts; the wait, its end, its timer
+    // protected by owner.lock: waiting between two attempts; the wait, its end, its timer
     private var waiting = false
     private var waitDelay: Duration = .zero
     private var waitDeadline: ContinuousClock.Instant?
     private var timer: OperationTimer?
-    // protected by owner.machine.lock: the clock the waits use, fixed when the owner executes
+    // protected by owner.lock: the clock the waits use, fixed when the owner executes
     private var clock: (any OperationClock)?
 
     init(owner: ResultProcedure<Output>, driver: any AttemptDriver<Output>, queueName: String, clock: (any OperationClock)?) {
@@ -57,7 +57,7 @@ final class AttemptEngine<Output: Sendable>: @unchecked Sendable {
     }
 
     private func withLock<T>(_ body: () throws -> T) rethrows -> T {
-        try owner.machine.lock.withLock(body)
+        try owner.lock.withLock(body)
     }
 
     /// How many attempts have been started.

@@ -29,9 +29,9 @@ public final class DelayProcedure: ProcedureOperation, @unchecked Sendable {
     }
 
     private let clock: (any OperationClock)?
-    // protected by machine.lock
+    // protected by lock
     private var _delay: Delay
-    // protected by machine.lock: the timer of an executing delay
+    // protected by lock: the timer of an executing delay
     private var timer: OperationTimer?
 
     /// Creates a delay of `duration`.
@@ -70,8 +70,8 @@ public final class DelayProcedure: ProcedureOperation, @unchecked Sendable {
 
     /// How long it waits, or until when. Setting it once it executes changes nothing.
     public var delay: Delay {
-        get { machine.lock.withLock { _delay } }
-        set { machine.lock.withLock { _delay = newValue } }
+        get { lock.withLock { _delay } }
+        set { lock.withLock { _delay = newValue } }
     }
 
     /// A waiting delay holds no slot of its queue.
@@ -79,7 +79,7 @@ public final class DelayProcedure: ProcedureOperation, @unchecked Sendable {
 
     /// Starts the timer, or finishes at once if there is nothing to wait for.
     public override func execute() {
-        let (delay, queue, cancelled) = machine.lock.withLock { (_delay, self.queue, procedureLifecycle.isCancelled) }
+        let (delay, queue, cancelled) = lock.withLock { (_delay, self.queue, procedureLifecycle.isCancelled) }
         guard !cancelled else {
             finish()
             return
@@ -101,7 +101,7 @@ public final class DelayProcedure: ProcedureOperation, @unchecked Sendable {
             deadline = instant
         }
         let timer = clock.schedule(at: deadline) { [weak self] in self?.finish() }
-        let cancelledMeanwhile = machine.lock.withLock { () -> Bool in
+        let cancelledMeanwhile = lock.withLock { () -> Bool in
             guard !procedureLifecycle.isCancelled else { return true }
             self.timer = timer
             return false
@@ -118,7 +118,7 @@ public final class DelayProcedure: ProcedureOperation, @unchecked Sendable {
     public override func procedureDidCancel(with error: (any Error)?) {
         // No timer yet: not executing (it finishes without executing), or `execute()` is about
         // to see the cancel.
-        guard let timer = machine.lock.withLock({ self.timer.take() }) else { return }
+        guard let timer = lock.withLock({ self.timer.take() }) else { return }
         timer.cancel()
         finish()
     }

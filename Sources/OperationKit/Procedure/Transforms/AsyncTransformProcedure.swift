@@ -35,9 +35,9 @@ public final class AsyncTransformProcedure<Input: Sendable, Output: Sendable>: R
     @exclusivity(unchecked) private var callbackBody: (@Sendable (Input, @escaping Completion) -> Void)?
     private let priority: TaskPriority?
 
-    // protected by machine.lock
+    // protected by lock
     private var _input: Input?
-    // protected by machine.lock: the task running an `async` closure, until it has returned
+    // protected by lock: the task running an `async` closure, until it has returned
     @exclusivity(unchecked) private var task: Task<Void, Never>?
     @exclusivity(unchecked) private var bodyReturned = false
 
@@ -88,8 +88,8 @@ public final class AsyncTransformProcedure<Input: Sendable, Output: Sendable>: R
     /// The input. Set it before the procedure executes; the procedure lets go of it when its
     /// transform starts. Readable and writable from any thread.
     public var input: Input? {
-        get { machine.lock.withLock { _input } }
-        set { machine.lock.withLock { _input = newValue } }
+        get { lock.withLock { _input } }
+        set { lock.withLock { _input = newValue } }
     }
 
     /// Makes this procedure depend on `producer` and take its value as ``input``; as
@@ -108,7 +108,7 @@ public final class AsyncTransformProcedure<Input: Sendable, Output: Sendable>: R
         let callbackBody = self.callbackBody
         self.asyncBody = nil
         self.callbackBody = nil
-        let input = machine.lock.withLock { () -> Input? in
+        let input = lock.withLock { () -> Input? in
             defer { _input = nil }
             return _input
         }
@@ -133,10 +133,10 @@ public final class AsyncTransformProcedure<Input: Sendable, Output: Sendable>: R
             } catch {
                 outcome = .failure(error)
             }
-            let cancelledWithoutError = self.machine.lock.withLock { () -> Bool in
+            let cancelledWithoutError = self.lock.withLock { () -> Bool in
                 self.task = nil
                 self.bodyReturned = true
-                return self.machine.lifecycle.isCancelled && self._errors.isEmpty
+                return self.lifecycle.isCancelled && self._errors.isEmpty
             }
             switch outcome {
             case .success(let value):
@@ -149,10 +149,10 @@ public final class AsyncTransformProcedure<Input: Sendable, Output: Sendable>: R
         }
         // Published in the same step as the cancelled flag is read: a cancel either comes after
         // (and finds the task) or before (and is seen here).
-        let cancelled = machine.lock.withLock { () -> Bool in
+        let cancelled = lock.withLock { () -> Bool in
             if bodyReturned { return false }
             self.task = task
-            return machine.lifecycle.isCancelled
+            return lifecycle.isCancelled
         }
         if cancelled { task.cancel() }
     }
@@ -163,7 +163,7 @@ public final class AsyncTransformProcedure<Input: Sendable, Output: Sendable>: R
     /// - Parameter error: Why the procedure was cancelled, or `nil`.
     public override func cancel(with error: (any Error)?) {
         super.cancel(with: error)
-        machine.lock.withLock { task }?.cancel()
+        lock.withLock { task }?.cancel()
     }
 
     override func didFinishWithoutExecuting() {

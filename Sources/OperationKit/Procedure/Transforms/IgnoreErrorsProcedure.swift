@@ -33,7 +33,7 @@ public final class IgnoreErrorsProcedure<Output: Sendable>: ResultProcedure<Outp
     public let procedure: ProcedureOperation
     private let run: WrappedProcedureRun
     private let valueOfProcedure: @Sendable () -> Output?
-    // protected by machine.lock
+    // protected by lock
     private var _ignoredErrors: [any Error] = []
 
     /// Wraps a procedure with a result: the wrapper finishes with its value, if it has one.
@@ -70,7 +70,7 @@ public final class IgnoreErrorsProcedure<Output: Sendable>: ResultProcedure<Outp
     /// The errors of the wrapped procedure that the wrapper did not finish with: empty until the
     /// wrapped procedure has finished. Set before the wrapper's will-finish observers are told.
     /// Readable from any thread.
-    public var ignoredErrors: [any Error] { machine.lock.withLock { _ignoredErrors } }
+    public var ignoredErrors: [any Error] { lock.withLock { _ignoredErrors } }
 
     /// Adds the wrapped procedure to the wrapper's queue; its end finishes the wrapper.
     public override func execute() {
@@ -83,7 +83,7 @@ public final class IgnoreErrorsProcedure<Output: Sendable>: ResultProcedure<Outp
 
     private func wrappedDidFinish() {
         let errors = procedure.errors
-        machine.lock.withLock { _ignoredErrors = errors }
+        lock.withLock { _ignoredErrors = errors }
         if let value = valueOfProcedure() {
             finish(withValue: value)
         } else {

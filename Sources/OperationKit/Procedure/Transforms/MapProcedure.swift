@@ -20,7 +20,7 @@
 /// - Cancelled while it maps, the procedure stops before the next element and finishes without a
 ///   value (cancelled). Cancelled before it executes, it never runs the closure.
 public final class MapProcedure<Element: Sendable, Mapped: Sendable>: ResultProcedure<[Mapped]>, @unchecked Sendable {
-    // protected by machine.lock
+    // protected by lock
     private var _input: [Element]?
     private let transform: @Sendable (Element) throws -> Mapped
 
@@ -40,8 +40,8 @@ public final class MapProcedure<Element: Sendable, Mapped: Sendable>: ResultProc
     /// The elements to map. Set it before the procedure executes; the procedure lets go of it
     /// when it runs (so it reads `nil` afterwards). Readable and writable from any thread.
     public var input: [Element]? {
-        get { machine.lock.withLock { _input } }
-        set { machine.lock.withLock { _input = newValue } }
+        get { lock.withLock { _input } }
+        set { lock.withLock { _input = newValue } }
     }
 
     /// Makes this procedure depend on `producer` and take its value, as an array, as ``input``.
@@ -81,7 +81,7 @@ public final class MapProcedure<Element: Sendable, Mapped: Sendable>: ResultProc
     }
 
     private func takeInput() -> [Element]? {
-        machine.lock.withLock {
+        lock.withLock {
             defer { _input = nil }
             return _input
         }
@@ -98,7 +98,7 @@ public final class MapProcedure<Element: Sendable, Mapped: Sendable>: ResultProc
 ///
 /// The input, missing input, errors and cancellation behave as in ``MapProcedure``.
 public final class FilterProcedure<Element: Sendable>: ResultProcedure<[Element]>, @unchecked Sendable {
-    // protected by machine.lock
+    // protected by lock
     private var _input: [Element]?
     private let isIncluded: @Sendable (Element) throws -> Bool
 
@@ -118,8 +118,8 @@ public final class FilterProcedure<Element: Sendable>: ResultProcedure<[Element]
     /// The elements to filter. Set it before the procedure executes; the procedure lets go of it
     /// when it runs. Readable and writable from any thread.
     public var input: [Element]? {
-        get { machine.lock.withLock { _input } }
-        set { machine.lock.withLock { _input = newValue } }
+        get { lock.withLock { _input } }
+        set { lock.withLock { _input = newValue } }
     }
 
     /// Makes this procedure depend on `producer` and take its value, as an array, as ``input``;
@@ -135,7 +135,7 @@ public final class FilterProcedure<Element: Sendable>: ResultProcedure<[Element]
 
     /// Filters the input and finishes with the elements kept, or with the first error thrown.
     public override func execute() {
-        let elements = machine.lock.withLock { () -> [Element]? in
+        let elements = lock.withLock { () -> [Element]? in
             defer { _input = nil }
             return _input
         }

@@ -14,7 +14,7 @@
 /// An empty input finishes with `initial`. The input, missing input, errors and cancellation
 /// behave as in ``MapProcedure``.
 public final class ReduceProcedure<Element: Sendable, Output: Sendable>: ResultProcedure<Output>, @unchecked Sendable {
-    // protected by machine.lock
+    // protected by lock
     private var _input: [Element]?
     private let initial: Output
     private let nextPartialResult: @Sendable (Output, Element) throws -> Output
@@ -41,8 +41,8 @@ public final class ReduceProcedure<Element: Sendable, Output: Sendable>: ResultP
     /// The elements to combine. Set it before the procedure executes; the procedure lets go of
     /// it when it runs. Readable and writable from any thread.
     public var input: [Element]? {
-        get { machine.lock.withLock { _input } }
-        set { machine.lock.withLock { _input = newValue } }
+        get { lock.withLock { _input } }
+        set { lock.withLock { _input = newValue } }
     }
 
     /// Makes this procedure depend on `producer` and take its value, as an array, as ``input``;
@@ -58,7 +58,7 @@ public final class ReduceProcedure<Element: Sendable, Output: Sendable>: ResultP
 
     /// Combines the input and finishes with the result, or with the first error thrown.
     public override func execute() {
-        let elements = machine.lock.withLock { () -> [Element]? in
+        let elements = lock.withLock { () -> [Element]? in
             defer { _input = nil }
             return _input
         }
