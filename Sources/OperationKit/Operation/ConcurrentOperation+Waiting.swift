@@ -24,22 +24,10 @@ extension ConcurrentOperation {
     }
 
     private func wait(timeout: Duration?) -> Bool {
-        let semaphore = DispatchSemaphore(value: 0)
-        let alreadyFinished = lock.withLock { !addWaiter(.semaphore(semaphore)) }
-        if alreadyFinished { return true }
-        guard let timeout else {
-            semaphore.wait()
-            return true
-        }
-        if semaphore.wait(timeout: .now() + timeout.dispatchInterval) == .success { return true }
-        // Timed out: withdraw the waiter unless finish() has already taken it.
-        return lock.withLock {
-            if let index = waiters.firstIndex(where: { $0.isSemaphore(semaphore) }) {
-                waiters.remove(at: index)
-                return false
-            }
-            return true
-        }
+        // Timed out: the waiter is withdrawn unless finish() has already taken it.
+        Waiter.block(
+            timeout: timeout, register: { waiter in lock.withLock { addWaiter(waiter) } },
+            withdraw: { semaphore in lock.withLock { waiters.remove(semaphore: semaphore) } })
     }
 
     /// Suspends the calling task until the operation has finished and its completion block — and,
@@ -51,12 +39,5 @@ extension ConcurrentOperation {
             let alreadyFinished = lock.withLock { !addWaiter(.continuation(continuation)) }
             if alreadyFinished { continuation.resume() }
         }
-    }
-}
-
-extension Waiter {
-    func isSemaphore(_ semaphore: DispatchSemaphore) -> Bool {
-        if case .semaphore(let mine) = self { return mine === semaphore }
-        return false
     }
 }

@@ -60,24 +60,15 @@ extension ConcurrentOperationQueue {
     /// Blocks until the queue is empty or `timeout` passed; `true` if it emptied.
     private func wait(timeout: Duration?) -> Bool {
         if CurrentQueue.value === self { return timeout == nil }
-        let semaphore = DispatchSemaphore(value: 0)
-        let empty = lock.withLock {
-            if count == 0 { return true }
-            waiters.append(.semaphore(semaphore))
-            return false
-        }
-        if empty { return true }
-        guard let timeout else {
-            semaphore.wait()
-            return true
-        }
-        if semaphore.wait(timeout: .now() + timeout.dispatchInterval) == .success { return true }
-        return lock.withLock {
-            if let index = waiters.firstIndex(where: { $0.isSemaphore(semaphore) }) {
-                waiters.remove(at: index)
-                return false
-            }
-            return true
-        }
+        return Waiter.block(
+            timeout: timeout,
+            register: { waiter in
+                lock.withLock {
+                    if count == 0 { return false }
+                    waiters.append(waiter)
+                    return true
+                }
+            },
+            withdraw: { semaphore in lock.withLock { waiters.remove(semaphore: semaphore) } })
     }
 }

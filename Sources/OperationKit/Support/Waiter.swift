@@ -28,3 +28,37 @@ enum Waiter: Sendable {
         return false
     }
 }
+
+extension Waiter {
+    func isSemaphore(_ semaphore: DispatchSemaphore) -> Bool {
+        if case .semaphore(let mine) = self { return mine === semaphore }
+        return false
+    }
+
+    /// Blocks the calling thread as a semaphore waiter. `register` adds the waiter under its
+    /// owner's lock, or returns `false` when there is nothing to wait for. After `timeout`,
+    /// `withdraw` removes it under that lock and returns `true`, or returns `false` if it was
+    /// already taken to be resumed. Returns `true` if the wait ended (or was not needed),
+    /// `false` on timeout.
+    static func block(
+        timeout: Duration?, register: (Waiter) -> Bool, withdraw: (DispatchSemaphore) -> Bool
+    ) -> Bool {
+        let semaphore = DispatchSemaphore(value: 0)
+        guard register(.semaphore(semaphore)) else { return true }
+        guard let timeout else {
+            semaphore.wait()
+            return true
+        }
+        if semaphore.wait(timeout: .now() + timeout.dispatchInterval) == .success { return true }
+        return !withdraw(semaphore)
+    }
+}
+
+extension Array where Element == Waiter {
+    /// Removes the waiter of `semaphore`; `false` if it is not (any longer) in the list.
+    mutating func remove(semaphore: DispatchSemaphore) -> Bool {
+        guard let index = firstIndex(where: { $0.isSemaphore(semaphore) }) else { return false }
+        remove(at: index)
+        return true
+    }
+}
