@@ -46,8 +46,18 @@ let procedureTestLaterQueue = DispatchQueue(label: "procedure-tests.later", attr
 
 /// Runs the blocking `wait` outside the global pool and returns its result.
 func waitingOffThePool(_ wait: @escaping @Sendable () -> Bool) async -> Bool {
-    await withCheckedContinuation { continuation in
-        onThreadOfItsOwn { continuation.resume(returning: wait()) }
+    // The block lets go of `wait` (and what it captured) before the test goes on.
+    let work = Locked<(@Sendable () -> Bool)?>(wait)
+    return await withCheckedContinuation { continuation in
+        onThreadOfItsOwn {
+            var run = work.withLock { work in
+                defer { work = nil }
+                return work
+            }
+            let opened = run?() ?? false
+            run = nil
+            continuation.resume(returning: opened)
+        }
     }
 }
 
