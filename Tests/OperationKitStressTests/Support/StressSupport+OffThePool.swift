@@ -109,12 +109,15 @@ func quiesce(_ queues: DispatchQueue...) async -> Bool {
     return await done.opens()
 }
 
-/// ``spin(until:_:)`` for an async test: polls `done()`, yielding the task (not blocking the
-/// thread), until it holds or `deadline` passes. Returns `done()`.
+/// ``spin(until:_:)`` for an async test: polls `done()`, letting the thread go between looks (not
+/// blocking it), until it holds or `deadline` passes. Returns `done()`.
 func spin(until deadline: ContinuousClock.Instant, _ done: () -> Bool) async -> Bool {
     while !done() {
         if ContinuousClock.now >= deadline { return false }
-        await Task.yield()
+        // Lets the thread go for a moment: a poll that only yields keeps a thread of the
+        // cooperative pool busy, and two of them starve Dispatch's global queues (which share
+        // those threads on a 2-core machine) of the work the polls wait for.
+        try? await Task.sleep(for: .milliseconds(1))
     }
     return true
 }

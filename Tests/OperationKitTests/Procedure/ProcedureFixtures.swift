@@ -83,13 +83,13 @@ extension ConcurrentOperationQueue {
     }
 }
 
-/// Polls `condition` (yielding, never sleeping) until it holds or `timeout` passes; for the rare
+/// Polls `condition` (with ``pollPause()`` between looks) until it holds or `timeout` passes; for the rare
 /// state that has no event to wait for.
 func eventually(within timeout: Duration = procedureTimeout, _ condition: () -> Bool) async -> Bool {
     let deadline = ContinuousClock.now + timeout
     while !condition() {
         if ContinuousClock.now > deadline { return false }
-        await Task.yield()
+        await pollPause()
     }
     return true
 }

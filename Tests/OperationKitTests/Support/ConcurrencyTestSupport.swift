@@ -28,7 +28,8 @@ func awaitWithin<Value: Sendable>(
 
 /// Waits, without blocking a thread, until `condition` holds; records an issue and throws
 /// ``AwaitTimedOut`` if it has not within `timeout`. For a state another thread reaches with no
-/// event to wait for (polls with `Task.yield()`; no assertion depends on how long it takes).
+/// event to wait for (polls, with ``pollPause()`` between two looks; no assertion depends on how
+/// long it takes).
 @discardableResult
 func untilTrue(
     _ timeout: Duration = operationTestTimeout,
@@ -36,7 +37,7 @@ func untilTrue(
     _ condition: @escaping @Sendable () -> Bool
 ) async throws -> Bool {
     try await awaitWithin(timeout, sourceLocation: sourceLocation) {
-        while !condition() { await Task.yield() }
+        while !condition() { await pollPause() }
         return true
     }
 }
@@ -165,4 +166,13 @@ func awaitedOperationError(
         Issue.record(error, "expected an OperationError", sourceLocation: sourceLocation)
         return nil
     }
+}
+
+/// What a poll for a state does between two looks: lets its thread go for a moment. A poll that
+/// only yields (`Task.yield()`) keeps its thread of the cooperative pool busy; on a 2-core
+/// machine two such polls hold both of the threads that Dispatch's global queues share with the
+/// pool, and the operations the polls wait for never get one (a test then fails at its bound).
+/// Not synchronisation: the poll still ends on the state it waits for, or at its bound.
+func pollPause() async {
+    try? await Task.sleep(for: .milliseconds(1))
 }
