@@ -26,8 +26,9 @@ struct LeakHarness {
     }
 
     /// Waits for `queue` to drain, then for every worker and finisher block to return.
-    func drain(_ queue: ConcurrentOperationQueue) -> Bool {
-        queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout) && quiesce(workers, finishers)
+    func drain(_ queue: ConcurrentOperationQueue) async -> Bool {
+        guard await queue.empties(within: Stress.timeout) else { return false }
+        return await quiesce(workers, finishers)
     }
 }
 
@@ -68,7 +69,7 @@ extension StressTests {
             _ name: String, _ makeOperations: () throws -> [ConcurrentOperation],
             beforeResuming: ([ConcurrentOperation]) -> Void = { _ in },
             sourceLocation: SourceLocation = #_sourceLocation
-        ) throws {
+        ) async throws {
             var references: [WeakRef] = []
             var queueReference: WeakRef?
             do {
@@ -83,7 +84,7 @@ extension StressTests {
                 #expect(references.allSatisfy { !$0.isReleased }, "the queue must retain waiting operations",
                         sourceLocation: sourceLocation)
                 queue.isSuspended = false
-                try #require(harness.drain(queue), sourceLocation: sourceLocation)
+                try #require(await harness.drain(queue), sourceLocation: sourceLocation)
                 let alive = offenders(references.count) { !references[$0].isReleased }
                 #expect(alive.count == 0, "\(name): operations alive after draining: \(alive)",
                         sourceLocation: sourceLocation)
@@ -94,15 +95,15 @@ extension StressTests {
         }
 
         @Test("independent operations are released once they finish")
-        func independentOperations() throws {
-            try expectReleasedAfterRunning("independent") {
+        func independentOperations() async throws {
+            try await expectReleasedAfterRunning("independent") {
                 (0..<500).map { index in ClosureOperation(name: "independent\(index)") {} }
             }
         }
 
         @Test("a chain is released once it finishes")
-        func chain() throws {
-            try expectReleasedAfterRunning("chain") {
+        func chain() async throws {
+            try await expectReleasedAfterRunning("chain") {
                 let operations = (0..<500).map { index in ClosureOperation(name: "chain\(index)") {} }
                 for index in 1..<operations.count { try operations[index].addDependency(operations[index - 1]) }
                 return operations
@@ -110,8 +111,8 @@ extension StressTests {
         }
 
         @Test("a fan-in is released once it finishes")
-        func fanIn() throws {
-            try expectReleasedAfterRunning("fan-in") {
+        func fanIn() async throws {
+            try await expectReleasedAfterRunning("fan-in") {
                 let sources = (0..<500).map { index in ClosureOperation(name: "source\(index)") {} }
                 let sink = ClosureOperation(name: "sink") {}
                 for source in sources { try sink.addDependency(source) }
@@ -120,8 +121,8 @@ extension StressTests {
         }
 
         @Test("cancelled operations are released: before adding, while waiting, with dependencies pending")
-        func cancelledOperations() throws {
-            try expectReleasedAfterRunning("cancelled", {
+        func cancelledOperations() async throws {
+            try await expectReleasedAfterRunning("cancelled", {
                 let operations = (0..<300).map { index in ClosureOperation(name: "cancelled\(index)") {} }
                 for index in stride(from: 1, to: operations.count, by: 2) {
                     try operations[index].addDependency(operations[index - 1])
@@ -135,9 +136,9 @@ extension StressTests {
         }
 
         @Test("asynchronous closures that capture their own operation are released after running")
-        func selfCapturingAsynchronousClosures() throws {
+        func selfCapturingAsynchronousClosures() async throws {
             let finishers = harness.finishers
-            try expectReleasedAfterRunning("self-capturing") {
+            try await expectReleasedAfterRunning("self-capturing") {
                 (0..<300).map { index in
                     // operation → closure → box → operation: a cycle until the closure is released.
                     let box = OperationBox()
@@ -156,8 +157,8 @@ extension StressTests {
         /// that captures the operation forms no lasting retain cycle"): an operation cancelled
         /// before it starts finishes without running its closure, and must release it too.
         @Test("closures that capture their own operation are released when it is cancelled before starting")
-        func selfCapturingClosuresOfCancelledOperations() throws {
-            try expectReleasedAfterRunning("self-capturing-cancelled") {
+        func selfCapturingClosuresOfCancelledOperations() async throws {
+            try await expectReleasedAfterRunning("self-capturing-cancelled") {
                 (0..<100).map { index in
                     let box = OperationBox()
                     let operation = ClosureOperation(name: "selfCapturingCancelled\(index)", asynchronous: { _ in
@@ -174,7 +175,7 @@ extension StressTests {
         /// deinitializers of what it captured, which are user code too: if they ran under the
         /// operation's lock, one that touches the operation would deadlock.
         @Test("the closure of an operation cancelled before starting is released without a lock held")
-        func closureReleasedWithoutLock() throws {
+        func closureReleasedWithoutLock() async throws {
             let queue = harness.makeQueue("release-probe")
             queue.isSuspended = true
             let (lockWasFree, released): (Recorder<Bool>, Latch) = try {
@@ -187,13 +188,13 @@ extension StressTests {
             }()
             queue.isSuspended = false
             // The probe's own check may take the whole timeout before it reports.
-            try #require(released.wait(timeout: Stress.timeout * 2))
+            try #require(await released.opened(within: Stress.timeout * 2))
             #expect(lockWasFree.values == [true], "the closure was released while the operation's lock was held")
-            #expect(harness.drain(queue))
+            #expect(await harness.drain(queue))
         }
 
         @Test("a queue dropped while it holds operations lives until they finish, then is released")
-        func droppedQueueIsReleasedAfterDraining() throws {
+        func droppedQueueIsReleasedAfterDraining() async throws {
             let started = Latch()
             let held = ClosureOperation(name: "held", asynchronous: { _ in started.countDown() })
             var queueReference: WeakRef?
@@ -203,17 +204,17 @@ extension StressTests {
                 try queue.addOperations(others + [held], waitUntilFinished: false)
                 queueReference = WeakRef(queue)
             }
-            try #require(started.wait(timeout: Stress.timeout))
+            try #require(await started.opened(within: Stress.timeout))
             #expect(queueReference?.isReleased == false, "the queue went while it still held an operation")
             harness.finishers.async { held.finish() }
-            #expect(held.waitUntilFinishedBlocking(timeout: Stress.timeout))
-            #expect(quiesce(harness.workers, harness.finishers))
+            #expect(await held.finishes(within: Stress.timeout))
+            #expect(await quiesce(harness.workers, harness.finishers))
             #expect(queueReference?.isReleased == true)
         }
 
         @Test("completion blocks that capture their own operation are released")
-        func selfCapturingCompletionBlocks() throws {
-            try expectReleasedAfterRunning("self-capturing-completion") {
+        func selfCapturingCompletionBlocks() async throws {
+            try await expectReleasedAfterRunning("self-capturing-completion") {
                 (0..<300).map { index in
                     let operation = ClosureOperation(name: "completion\(index)") {}
                     // operation → completion block → operation, until the block has run.
@@ -225,7 +226,7 @@ extension StressTests {
         }
 
         @Test("a finished operation has released its dependencies, so a chain frees as it runs")
-        func finishedOperationsReleaseDependencies() throws {
+        func finishedOperationsReleaseDependencies() async throws {
             let count = 2_000
             let queue = try ConcurrentOperationQueue(
                 name: "incremental", maxConcurrentOperationCount: 1, underlyingQueue: harness.workers)
@@ -250,7 +251,7 @@ extension StressTests {
                 last = operations[count - 1]
             }
             queue.isSuspended = false
-            try #require(harness.drain(queue))
+            try #require(await harness.drain(queue))
             let stillAlive = earlierAlive.values
             #expect(stillAlive.isEmpty, "operation i-66 alive when i finished, for i in \(stillAlive.prefix(10))")
             #expect(last?.dependencies.isEmpty == true)
@@ -260,7 +261,7 @@ extension StressTests {
         }
 
         @Test("an OperationStateMachine does not retain its owner")
-        func stateMachineDoesNotRetainOwner() throws {
+        func stateMachineDoesNotRetainOwner() async throws {
             let dispatchQueue = DispatchQueue(label: "leak.machine", attributes: .concurrent)
             var machine: OperationStateMachine?
             var ownerReference: WeakRef?
@@ -283,14 +284,14 @@ extension StressTests {
                 try owner.machine.setFinalizationBlock { finished.countDown() }
                 try owner.machine.start()
                 _ = owner.machine.cancel()
-                #expect(finished.wait(timeout: Stress.timeout))
+                #expect(await finished.opened(within: Stress.timeout))
             }
-            #expect(quiesce(dispatchQueue))
+            #expect(await quiesce(dispatchQueue))
             #expect(ownerReference?.isReleased == true)
         }
 
         @Test("operations that never start are released: plain, with dependencies, rejected by a queue")
-        func neverStartedOperations() throws {
+        func neverStartedOperations() async throws {
             var references: [WeakRef] = []
             do {
                 let plain = ClosureOperation(name: "plain") {}
@@ -320,7 +321,7 @@ extension StressTests {
             }
             #expect(rejectedReference?.isReleased == true)
             queue.isSuspended = false
-            #expect(harness.drain(queue))
+            #expect(await harness.drain(queue))
         }
     }
 }

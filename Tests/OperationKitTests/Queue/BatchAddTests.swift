@@ -5,27 +5,22 @@ import Testing
 
 /// `addOperations(_:waitUntilFinished:)` is all-or-nothing (issue 13, item 1), and a cancelled
 /// operation never closes a dependency cycle (item 12).
-@Suite("Batch adds: all or nothing; a cancelled member breaks a cycle")
+@Suite("Batch adds: all or nothing; a cancelled member breaks a cycle", .serialized)
 struct BatchAddTests {
     /// Calls `addOperations(operations, waitUntilFinished: wait)` on a thread of its own and
     /// returns what it threw, or `nil` if the call did not return within the test timeout (a hang
     /// becomes a failure, not a stuck run).
     static func addReturning(
         _ operations: [ConcurrentOperation], to queue: ConcurrentOperationQueue, waitUntilFinished wait: Bool
-    ) -> Result<Void, OperationError>? {
-        let returned = Latch()
-        let outcome = Recorder<Result<Void, OperationError>>()
-        onThreadOfItsOwn {
+    ) async -> Result<Void, OperationError>? {
+        await waitingOffThePoolReturning(within: operationTestTimeout) { () -> Result<Void, OperationError> in
             do throws(OperationError) {
                 try queue.addOperations(operations, waitUntilFinished: wait)
-                outcome.record(.success(()))
+                return .success(())
             } catch {
-                outcome.record(.failure(error))
+                return .failure(error)
             }
-            returned.countDown()
         }
-        guard returned.wait(timeout: operationTestTimeout) else { return nil }
-        return outcome.values.first
     }
 
     static func refusal(_ result: Result<Void, OperationError>?, sourceLocation: SourceLocation = #_sourceLocation) -> OperationError? {
@@ -41,26 +36,26 @@ struct BatchAddTests {
     }
 
     @Test("issue 13 item 1: a batch whose last member closes a cycle, waitUntilFinished: true, throws at once and enqueues nothing")
-    func cycleInBatchWaiting() throws {
+    func cycleInBatchWaiting() async throws {
         let queue = ConcurrentOperationQueue(name: "batch cycle wait")
         let runs = AtomicCounter()
         let a = ClosureOperation(name: "a") { runs.increment() }
         let b = ClosureOperation(name: "b") { runs.increment() }
         try a.addDependency(b)
         try b.addDependency(a)
-        let error = try #require(Self.refusal(Self.addReturning([a, b], to: queue, waitUntilFinished: true)))
+        let error = try #require(Self.refusal(await Self.addReturning([a, b], to: queue, waitUntilFinished: true)))
         #expect(error.code == .dependencyCycle)
         #expect(Set(error.operationNames) == ["a", "b"])
         #expect(queue.operationCount == 0)
         #expect(runs.value == 0)
         // Neither was claimed: with the cycle broken, both can be added and run.
         a.removeDependency(b)
-        try queue.addOperations([a, b], waitUntilFinished: true)
+        try await throwingOffThePool { try queue.addOperations([a, b], waitUntilFinished: true) }
         #expect(runs.value == 2)
     }
 
     @Test("issue 13 item 1: a refused batch without waiting leaves none of its members in the queue")
-    func cycleInBatchNotWaiting() throws {
+    func cycleInBatchNotWaiting() async throws {
         let queue = ConcurrentOperationQueue(name: "batch cycle")
         queue.isSuspended = true
         let runs = AtomicCounter()
@@ -74,16 +69,16 @@ struct BatchAddTests {
         #expect(queue.operations.isEmpty)
         #expect(a.isReady == false)  // it still waits for b: nothing was registered for it
         queue.isSuspended = false
-        MisuseTests.expectStillWorks(queue)
+        await MisuseTests.expectStillWorks(queue)
         #expect(runs.value == 0)
         b.removeDependency(a)
-        try queue.addOperations([a, b], waitUntilFinished: true)
+        try await throwingOffThePool { try queue.addOperations([a, b], waitUntilFinished: true) }
         #expect(runs.value == 2)
-        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
+        #expect(await queue.empties(within: operationTestTimeout))
     }
 
     @Test("issue 13 item 1: a finished, a duplicated or another queue's member refuses the whole batch")
-    func otherRefusalsRefuseTheBatch() throws {
+    func otherRefusalsRefuseTheBatch() async throws {
         let queue = ConcurrentOperationQueue(name: "batch refusals")
         let other = ConcurrentOperationQueue(name: "other")
         other.isSuspended = true
@@ -100,7 +95,7 @@ struct BatchAddTests {
             ([good[2], elsewhere, good[1]], .enqueuedInAnotherQueue, ["elsewhere"]),
         ]
         for (batch, code, names) in cases {
-            let error = try #require(Self.refusal(Self.addReturning(batch, to: queue, waitUntilFinished: true)))
+            let error = try #require(Self.refusal(await Self.addReturning(batch, to: queue, waitUntilFinished: true)))
             #expect(error.code == code)
             #expect(error.operationNames == names)
             #expect(queue.operationCount == 0)
@@ -108,14 +103,14 @@ struct BatchAddTests {
         #expect(runs.value == 0)
         #expect(other.operationCount == 1)
         // The good ones were never claimed.
-        try queue.addOperations(good, waitUntilFinished: true)
+        try await throwingOffThePool { try queue.addOperations(good, waitUntilFinished: true) }
         #expect(runs.value == 3)
         other.isSuspended = false
-        #expect(other.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
+        #expect(await other.empties(within: operationTestTimeout))
     }
 
     @Test("issue 13 item 1: a batch member that closes a cycle with an operation already queued refuses the batch")
-    func cycleWithQueuedOperation() throws {
+    func cycleWithQueuedOperation() async throws {
         let queue = ConcurrentOperationQueue(name: "batch vs queued")
         queue.isSuspended = true
         let log = Recorder<String>()
@@ -131,13 +126,13 @@ struct BatchAddTests {
         closing.removeDependency(queued)
         try queue.addOperations([fresh, closing], waitUntilFinished: false)
         queue.isSuspended = false
-        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
+        #expect(await queue.empties(within: operationTestTimeout))
         #expect(log.values.sorted() == ["closing", "fresh", "queued"])
         #expect(log.values.firstIndex(of: "closing")! < log.values.firstIndex(of: "queued")!)
     }
 
     @Test("issue 13 item 1: the barrier a refused batch would have waited for is not left among its dependencies")
-    func barrierRolledBack() throws {
+    func barrierRolledBack() async throws {
         let queue = ConcurrentOperationQueue(name: "batch barrier")
         queue.isSuspended = true
         queue.addBarrierBlock {}
@@ -149,11 +144,11 @@ struct BatchAddTests {
         #expect(a.dependencies.map(\.displayName) == ["b"])
         #expect(b.dependencies.map(\.displayName) == ["a"])
         queue.isSuspended = false
-        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
+        #expect(await queue.empties(within: operationTestTimeout))
     }
 
     @Test("issue 13 item 1: a refused procedure's condition dependencies are neither queued nor kept")
-    func producedDependenciesOfRefusedBatch() throws {
+    func producedDependenciesOfRefusedBatch() async throws {
         let queue = ConcurrentOperationQueue(name: "batch produced")
         let producedRuns = AtomicCounter()
         let produced = Recorder<ConcurrentOperation>()
@@ -173,14 +168,14 @@ struct BatchAddTests {
         // only that one runs.
         partner.removeDependency(procedure)
         try queue.addOperations([partner, procedure], waitUntilFinished: false)
-        #expect(procedure.waitUntilFinishedBlocking(timeout: operationTestTimeout))
-        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
+        #expect(await procedure.finishes(within: operationTestTimeout))
+        #expect(await queue.empties(within: operationTestTimeout))
         #expect(producedRuns.value == 1)
         #expect(evaluations.values == ["c"])
     }
 
     @Test("issue 13 item 1: a single add whose produced dependency cannot be queued is refused, and nothing runs")
-    func singleAddRefusedKeepsNothing() throws {
+    func singleAddRefusedKeepsNothing() async throws {
         let queue = ConcurrentOperationQueue(name: "single produced")
         queue.isSuspended = true
         let producedRuns = AtomicCounter()
@@ -198,11 +193,11 @@ struct BatchAddTests {
         queue.isSuspended = false
         procedure.removeDependency(blocker)
         blocker.cancel()
-        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
+        #expect(await queue.empties(within: operationTestTimeout))
         #expect(producedRuns.value == 0)
         try queue.addOperation(procedure)
-        #expect(procedure.waitUntilFinishedBlocking(timeout: operationTestTimeout))
-        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
+        #expect(await procedure.finishes(within: operationTestTimeout))
+        #expect(await queue.empties(within: operationTestTimeout))
         #expect(producedRuns.value == 1)
         #expect(evaluations.values == ["c"])
     }
@@ -210,7 +205,7 @@ struct BatchAddTests {
     // MARK: Item 12
 
     @Test("issue 13 item 12: cancelling a member breaks a cycle: the batch is accepted and both finish")
-    func cancelledMemberBreaksCycle() throws {
+    func cancelledMemberBreaksCycle() async throws {
         let queue = ConcurrentOperationQueue(name: "cancel breaks cycle")
         let log = Recorder<String>()
         let a = ClosureOperation(name: "a") { log.record("a") }
@@ -218,14 +213,14 @@ struct BatchAddTests {
         try a.addDependency(b)
         try b.addDependency(a)
         a.cancel()
-        let result = Self.addReturning([a, b], to: queue, waitUntilFinished: true)
+        let result = await Self.addReturning([a, b], to: queue, waitUntilFinished: true)
         #expect(result.map { (try? $0.get()) != nil } == true)
         #expect(a.isFinished && b.isFinished)
         #expect(log.values == ["b"])
     }
 
     @Test("issue 13 item 12: an enqueued member cancelled later no longer closes a cycle")
-    func cancelledQueuedMemberBreaksCycle() throws {
+    func cancelledQueuedMemberBreaksCycle() async throws {
         let queue = ConcurrentOperationQueue(name: "cancel queued")
         queue.isSuspended = true
         let log = Recorder<String>()
@@ -243,7 +238,7 @@ struct BatchAddTests {
         try queue.addOperation(c)
         try a.addDependency(c)
         queue.isSuspended = false
-        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
+        #expect(await queue.empties(within: operationTestTimeout))
         #expect(log.values.sorted() == ["b", "c"])
     }
 }
