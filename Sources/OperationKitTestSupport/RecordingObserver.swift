@@ -23,8 +23,8 @@ import Testing
 ///
 /// It also notes when two events of one procedure are told at the same time — one arriving
 /// while another is still being told, on another thread or nested inside it — which a
-/// procedure never does (``overlaps``, ``expectNoOverlaps(of:)``, and a rule of
-/// ``expectValidLifecycle(of:)``). A callback given as `onEvent` runs inside each event: it can
+/// procedure never does (``overlaps``, ``expectNoOverlaps(of:sourceLocation:)``, and a rule of
+/// ``expectValidLifecycle(of:sourceLocation:)``). A callback given as `onEvent` runs inside each event: it can
 /// act from there (cancel, produce, finish) or hold the event open to widen the window.
 public final class RecordingObserver: OperationObserver {
     /// The kinds of event an `OperationObserver` is told.
