@@ -14,7 +14,7 @@ extension StressTests {
         /// The short run, part of `swift test`; `FUZZ_SEED=n` runs that seed alone, and
         /// `FUZZ_SECONDS=s` runs seeds from 1 until `s` seconds have passed.
         @Test("random scenarios: everything ends exactly once, in order, within the limits")
-        func fuzz() async {
+        func fuzz() {
             let environment = ProcessInfo.processInfo.environment
             var seeds: [UInt64] = Array(1...250)
             var deadline: ContinuousClock.Instant?
@@ -28,13 +28,10 @@ extension StressTests {
             var operations = 0
             var failures: [UInt64] = []
             let verbose = environment["FUZZ_VERBOSE"] != nil
-            func runOne(_ seed: UInt64) async {
+            func runOne(_ seed: UInt64) {
                 if verbose { print("fuzz: seed \(seed)") }
                 let scenario = FuzzScenario(seed: seed)
-                // A run blocks a thread while it waits (its own bounded waits); off the pool.
-                let run = FuzzRun(scenario)
-                let violations = await waitingOffThePoolReturning(within: .seconds(180)) { run.run() }
-                    ?? ["the run did not return within 180 seconds"]
+                let violations = FuzzRun(scenario).run()
                 ran += 1
                 operations += scenario.operationCount
                 if !violations.isEmpty {
@@ -46,11 +43,11 @@ extension StressTests {
             if let deadline {
                 var seed: UInt64 = 1
                 while ContinuousClock.now < deadline && failures.count < 5 {
-                    await runOne(seed)
+                    runOne(seed)
                     seed += 1
                 }
             } else {
-                for seed in seeds where failures.count < 5 { await runOne(seed) }
+                for seed in seeds where failures.count < 5 { runOne(seed) }
             }
             print("fuzz: \(ran) seeds, \(operations) operations, \(failures.count) failures\(failures.isEmpty ? "" : " (seeds \(failures))")")
             #expect(ran > 0)

@@ -10,7 +10,7 @@ extension StressTests {
     @Suite("Observability: instrument event order under racing cancels")
     struct InstrumentOrderStressTests {
         @Test("closure, async and procedure operations cancelled while they start, run and finish")
-        func racingCancels() async throws {
+        func racingCancels() throws {
             let rounds = Stress.count(20, minimum: 2)
             let perRound = Stress.count(300, minimum: 20)
             var generator = SplitMix64(seed: 0x15)
@@ -34,8 +34,8 @@ extension StressTests {
                     let slice = Array(victims[chunk..<min(victims.count, chunk + max(1, victims.count / 2))])
                     DispatchQueue.global().async(group: cancelling) { for operation in slice { operation.cancel() } }
                 }
-                #expect(await offThePool { cancelling.wait(timeout: .now() + .seconds(60)) == .success })
-                #expect(await queue.empties(within: Stress.timeout))
+                #expect(cancelling.wait(timeout: .now() + .seconds(60)) == .success)
+                #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
                 // Each one's events: added first, then in lifecycle order, once each, finished last.
                 for operation in operations {
                     #expect(instrument.kinds(of: operation).first == "added", "\(operation.displayName)")

@@ -9,7 +9,7 @@ extension StressTests {
     @Suite("Releasing long unfinished chains")
     struct ChainRelease {
         @Test("a never-started chain of 200,000 operations is released on a dispatch thread")
-        func longChainIsReleasedIteratively() async {
+        func longChainIsReleasedIteratively() {
             let count = Stress.count(200_000, minimum: 100_000)
             let released = Latch(count: 1)
             let last = Latch(count: 1)
@@ -30,8 +30,8 @@ extension StressTests {
                 previous = nil
                 released.countDown()
             }
-            #expect(await released.opened(within: Stress.timeout))
-            #expect(await last.opened(within: Stress.timeout), "the first operation of the chain was deallocated")
+            #expect(released.wait(timeout: Stress.timeout))
+            #expect(last.wait(timeout: Stress.timeout), "the first operation of the chain was deallocated")
         }
 
         /// An operation that counts down a latch when it is deallocated.

@@ -60,10 +60,10 @@ extension StressTests {
             /// a queue (even ones to `queue`, odd ones to `other`) and soon after, 0 to 47 steps
             /// later, does `action(index)` for it: that races the dependency starting and finishing
             /// on the queues' workers.
-            func race(_ label: String, threads: Int, _ action: @escaping @Sendable (Int) -> Void) async -> Bool {
+            func race(_ label: String, threads: Int, _ action: @escaping @Sendable (Int) -> Void) -> Bool {
                 let dependencies = dependencies
                 let (queue, other, count) = (queue, other, count)
-                return await onThreads(threads, label: label) { thread in
+                return onThreads(threads, label: label) { thread in
                     let mine = Array(stride(from: thread, to: count, by: threads))
                     // Step p adds dependency mine[p], then acts on each mine[q] with q + 7q % 48 == p.
                     var due: [[Int]] = Array(repeating: [], count: mine.count + 48)
@@ -82,12 +82,12 @@ extension StressTests {
             /// each dependent after `hold` and, if `waitedFor(index)`, after its dependency.
             func finishAndCheck(
                 waitedFor: (Int) -> Bool, sourceLocation: SourceLocation = #_sourceLocation
-            ) async throws {
-                try #require(await holdStarted.opens(within: Stress.timeout), sourceLocation: sourceLocation)
+            ) throws {
+                try #require(holdStarted.wait(timeout: Stress.timeout), sourceLocation: sourceLocation)
                 #expect(hold.finish(), sourceLocation: sourceLocation)
-                try #require(await queue.empties(within: Stress.timeout),
+                try #require(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout),
                              "\(queue.operationCount) operations never ran", sourceLocation: sourceLocation)
-                try #require(await other.empties(within: Stress.timeout),
+                try #require(other.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout),
                              sourceLocation: sourceLocation)
                 let wrong = offenders(count) { index in
                     let tally = dependentTallies[index]
@@ -103,13 +103,13 @@ extension StressTests {
         }
 
         @Test("addDependency on an enqueued operation races with the dependency finishing", arguments: [1, 2])
-        func addDependencyRacesWithFinish(threads: Int) async throws {
+        func addDependencyRacesWithFinish(threads: Int) throws {
             let fixture = Fixture(count: Stress.count(5_000))
             for dependent in fixture.dependents { try dependent.addDependency(fixture.hold) }
             try fixture.queue.addOperations([fixture.hold] + fixture.dependents, waitUntilFinished: false)
             let refusals = Recorder<String>()
             let (dependents, dependencies) = (fixture.dependents, fixture.dependencies)
-            let raced = await fixture.race("add-dependency-race", threads: threads) { index in
+            let raced = fixture.race("add-dependency-race", threads: threads) { index in
                 do {
                     try dependents[index].addDependency(dependencies[index])
                 } catch {
@@ -119,37 +119,37 @@ extension StressTests {
             #expect(raced)
             let refused = refusals.values
             #expect(refused.isEmpty, "refused though the dependent had not started: \(refused.prefix(5))")
-            try await fixture.finishAndCheck(waitedFor: { _ in true })
+            try fixture.finishAndCheck(waitedFor: { _ in true })
         }
 
         @Test("enqueueing a dependent races with its dependency finishing", arguments: [1, 2])
-        func enqueueRacesWithFinish(threads: Int) async throws {
+        func enqueueRacesWithFinish(threads: Int) throws {
             let fixture = Fixture(count: Stress.count(5_000))
             for (dependent, dependency) in zip(fixture.dependents, fixture.dependencies) {
                 try dependent.addDependencies([fixture.hold, dependency])
             }
             try fixture.queue.addOperation(fixture.hold)
             let (dependents, queue) = (fixture.dependents, fixture.queue)
-            let raced = await fixture.race("enqueue-race", threads: threads) { index in
+            let raced = fixture.race("enqueue-race", threads: threads) { index in
                 try? queue.addOperation(dependents[index])
             }
             #expect(raced)
-            try await fixture.finishAndCheck(waitedFor: { _ in true })
+            try fixture.finishAndCheck(waitedFor: { _ in true })
         }
 
         @Test("removeDependency races with the dependency finishing", arguments: [1, 2])
-        func removeDependencyRacesWithFinish(threads: Int) async throws {
+        func removeDependencyRacesWithFinish(threads: Int) throws {
             let fixture = Fixture(count: Stress.count(5_000))
             for (dependent, dependency) in zip(fixture.dependents, fixture.dependencies) {
                 try dependent.addDependencies([fixture.hold, dependency])
             }
             try fixture.queue.addOperations([fixture.hold] + fixture.dependents, waitUntilFinished: false)
             let (dependents, dependencies) = (fixture.dependents, fixture.dependencies)
-            let raced = await fixture.race("remove-dependency-race", threads: threads) { index in
+            let raced = fixture.race("remove-dependency-race", threads: threads) { index in
                 if index % 3 != 0 { dependents[index].removeDependency(dependencies[index]) }
             }
             #expect(raced)
-            try await fixture.finishAndCheck(waitedFor: { $0 % 3 == 0 })
+            try fixture.finishAndCheck(waitedFor: { $0 % 3 == 0 })
         }
 
         /// An operation that was runnable when it was added sits in its queue's ready list; a
@@ -160,7 +160,7 @@ extension StressTests {
         @Test(
             "dependents whose ready-list entries went stale start once, after their dependency",
             arguments: [true, false])
-        func staleReadyEntriesRaceWithFinish(sameQueue: Bool) async throws {
+        func staleReadyEntriesRaceWithFinish(sameQueue: Bool) throws {
             let rounds = 5
             let fanOut = Stress.count(1_000)
             let clock = LogicalClock()
@@ -200,12 +200,12 @@ extension StressTests {
                 dependencyTallies.append(dependencyTally)
                 dependentTallies.append(tallies)
             }
-            let resumed = await onThreads(2, label: "stale-entry-race") { role in
+            let resumed = onThreads(2, label: "stale-entry-race") { role in
                 (role == 0 ? queue : other).isSuspended = false
             }
             #expect(resumed)
-            try #require(await queue.empties(within: Stress.timeout))
-            try #require(await other.empties(within: Stress.timeout))
+            try #require(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
+            try #require(other.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
             for round in 0..<rounds {
                 let wrong = offenders(fanOut) { index in
                     let tally = dependentTallies[round][index]
@@ -228,7 +228,7 @@ extension StressTests {
         /// a few instructions wide, so this makes the race possible, not likely: a use after free
         /// crashes here, or is reported by the address sanitizer.
         @Test("a dependent run and released by its queue at once is not used by its dependency's finish")
-        func dependentsReleasedWhileTheirDependencyFinishes() async throws {
+        func dependentsReleasedWhileTheirDependencyFinishes() throws {
             let rounds = 20
             let fanOut = Stress.count(1_000)
             let clock = LogicalClock()
@@ -265,7 +265,7 @@ extension StressTests {
                     }
                 }
                 queue.isSuspended = false
-                try #require(await queue.empties(within: Stress.timeout))
+                try #require(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
                 let wrong = offenders(fanOut) { index in
                     let tally = dependentTallies[index]
                     return tally.executionCount != 1 || tally.completionCount != 1
@@ -277,17 +277,17 @@ extension StressTests {
         }
 
         @Test("cancel() races with the last dependency finishing", arguments: [1, 2])
-        func cancelRacesWithLastDependency(threads: Int) async throws {
+        func cancelRacesWithLastDependency(threads: Int) throws {
             let fixture = Fixture(count: Stress.count(5_000))
             for (dependent, dependency) in zip(fixture.dependents, fixture.dependencies) {
                 try dependent.addDependency(dependency)
             }
             try fixture.queue.addOperations(fixture.dependents, waitUntilFinished: false)
             let dependents = fixture.dependents
-            let raced = await fixture.race("cancel-race", threads: threads) { index in dependents[index].cancel() }
+            let raced = fixture.race("cancel-race", threads: threads) { index in dependents[index].cancel() }
             #expect(raced)
-            try #require(await fixture.queue.empties(within: Stress.timeout))
-            try #require(await fixture.other.empties(within: Stress.timeout))
+            try #require(fixture.queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
+            try #require(fixture.other.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
             // Cancelled before it started: finished without running. Otherwise it ran, once,
             // after its dependency.
             let wrong = offenders(fixture.count) { index in

@@ -43,7 +43,7 @@ extension StressTests {
         @Test(
             "finish() and cancel() race from many threads: each effect happens once per operation",
             arguments: [1, 3, ConcurrentOperationQueue.defaultMaxConcurrentOperationCount])
-        func finishAndCancelRace(maxConcurrentOperationCount: Int) async throws {
+        func finishAndCancelRace(maxConcurrentOperationCount: Int) throws {
             let count = Stress.count(10_000)
             let clock = LogicalClock()
             let racers = DispatchGroup()
@@ -85,7 +85,7 @@ extension StressTests {
 
             // One thread adds, one cancels every third operation, one calls finish() on every
             // fifth (too early, mostly, which must change nothing), all at the same time.
-            let threadsFinished = await onThreads(3, label: "finish-cancel-race") { role in
+            let threadsFinished = onThreads(3, label: "finish-cancel-race") { role in
                 switch role {
                 case 0:
                     var index = 0
@@ -103,8 +103,8 @@ extension StressTests {
                 }
             }
             #expect(threadsFinished)
-            try #require(await queue.empties(within: Stress.timeout))
-            #expect(await offThePool { racers.wait(timeout: .now() + .seconds(60)) == .success })
+            try #require(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
+            #expect(racers.wait(timeout: .now() + .seconds(60)) == .success)
             #expect(queue.operationCount == 0)
             Self.checkOutcomes(operations, tallies)
         }
@@ -160,7 +160,7 @@ extension StressTests {
         }
 
         @Test("cancelAllOperations races with adds and with finishing", arguments: [2, 64])
-        func cancelAllRacesWithAddsAndFinishing(maxConcurrentOperationCount: Int) async throws {
+        func cancelAllRacesWithAddsAndFinishing(maxConcurrentOperationCount: Int) throws {
             let count = Stress.count(10_000)
             let clock = LogicalClock()
             let racers = DispatchGroup()
@@ -189,7 +189,7 @@ extension StressTests {
             }
 
             let addsDone = Gate()
-            let threadsFinished = await onThreads(2, label: "cancel-all-race") { role in
+            let threadsFinished = onThreads(2, label: "cancel-all-race") { role in
                 if role == 0 {
                     for (index, operation) in operations.enumerated() {
                         if index % 100 == 99 {
@@ -207,8 +207,8 @@ extension StressTests {
                 }
             }
             #expect(threadsFinished)
-            try #require(await queue.empties(within: Stress.timeout))
-            #expect(await offThePool { racers.wait(timeout: .now() + .seconds(60)) == .success })
+            try #require(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
+            #expect(racers.wait(timeout: .now() + .seconds(60)) == .success)
             Self.checkOutcomes(operations, tallies)
 
             // An operation that executed did so after its dependency had finished (cancelled or not).
@@ -220,7 +220,7 @@ extension StressTests {
         }
 
         @Test("cancel() races with the queue reaching operations whose dependencies are pending")
-        func cancelRacesWithPendingDependencies() async throws {
+        func cancelRacesWithPendingDependencies() throws {
             // Fan-in: each of `count` dependents waits for one of 8 gate operations, which the
             // test finishes only after every cancel was issued. Half the dependents are cancelled
             // while they wait: they must finish at once, without executing. The rest must run
@@ -249,7 +249,7 @@ extension StressTests {
             for (index, dependent) in dependents.enumerated() { try dependent.addDependency(gates[index % 8]) }
             try queue.addOperations(gates, waitUntilFinished: false)
 
-            let threadsFinished = await onThreads(2, label: "cancel-pending-race") { role in
+            let threadsFinished = onThreads(2, label: "cancel-pending-race") { role in
                 if role == 0 {
                     for dependent in dependents { try? queue.addOperation(dependent) }
                 } else {
@@ -259,13 +259,13 @@ extension StressTests {
             #expect(threadsFinished)
             // Every cancelled dependent finishes while the gates still hold the others back.
             let cancelled = stride(from: 1, to: count, by: 2).map { dependents[$0] }
-            let cancelledFinished = await offThePool { cancelled.allSatisfy { $0.waitUntilFinishedBlocking(timeout: Stress.timeout) } }
+            let cancelledFinished = cancelled.allSatisfy { $0.waitUntilFinishedBlocking(timeout: Stress.timeout) }
             #expect(cancelledFinished)
             let ranEarly = offenders(count) { tallies[$0].executionCount != 0 }
             #expect(ranEarly.count == 0, "ran before its dependency finished: \(ranEarly)")
-            try #require(await gatesStarted.opened(within: Stress.timeout))
+            try #require(gatesStarted.wait(timeout: Stress.timeout))
             for (gate, tally) in zip(gates, gateTallies) { tally.recordFinish(gate.finish()) }
-            try #require(await queue.empties(within: Stress.timeout))
+            try #require(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
 
             Self.checkOutcomes(gates, gateTallies)
             let wrong = offenders(count) { index in

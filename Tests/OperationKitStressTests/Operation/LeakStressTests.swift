@@ -26,9 +26,8 @@ struct LeakHarness {
     }
 
     /// Waits for `queue` to drain, then for every worker and finisher block to return.
-    func drain(_ queue: ConcurrentOperationQueue) async -> Bool {
-        guard await queue.empties(within: Stress.timeout) else { return false }
-        return await quiesce(workers, finishers)
+    func drain(_ queue: ConcurrentOperationQueue) -> Bool {
+        queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout) && quiesce(workers, finishers)
     }
 }
 
@@ -69,7 +68,7 @@ extension StressTests {
             _ name: String, _ makeOperations: () throws -> [ConcurrentOperation],
             beforeResuming: ([ConcurrentOperation]) -> Void = { _ in },
             sourceLocation: SourceLocation = #_sourceLocation
-        ) async throws {
+        ) throws {
             var references: [WeakRef] = []
             var queueReference: WeakRef?
             do {
@@ -84,7 +83,7 @@ extension StressTests {
                 #expect(references.allSatisfy { !$0.isReleased }, "the queue must retain waiting operations",
                         sourceLocation: sourceLocation)
                 queue.isSuspended = false
-                try #require(await harness.drain(queue), sourceLocation: sourceLocation)
+                try #require(harness.drain(queue), sourceLocation: sourceLocation)
                 let alive = offenders(references.count) { !references[$0].isReleased }
                 #expect(alive.count == 0, "\(name): operations alive after draining: \(alive)",
                         sourceLocation: sourceLocation)
@@ -95,15 +94,15 @@ extension StressTests {
         }
 
         @Test("independent operations are released once they finish")
-        func independentOperations() async throws {
-            try await expectReleasedAfterRunning("independent") {
+        func independentOperations() throws {
+            try expectReleasedAfterRunning("independent") {
                 (0..<500).map { index in ClosureOperation(name: "independent\(index)") {} }
             }
         }
 
         @Test("a chain is released once it finishes")
-        func chain() async throws {
-            try await expectReleasedAfterRunning("chain") {
+        func chain() throws {
+            try expectReleasedAfterRunning("chain") {
                 let operations = (0..<500).map { index in ClosureOperation(name: "chain\(index)") {} }
                 for index in 1..<operations.count { try operations[index].addDependency(operations[index - 1]) }
                 return operations
@@ -111,8 +110,8 @@ extension StressTests {
         }
 
         @Test("a fan-in is released once it finishes")
-        func fanIn() async throws {
-            try await expectReleasedAfterRunning("fan-in") {
+        func fanIn() throws {
+            try expectReleasedAfterRunning("fan-in") {
                 let sources = (0..<500).map { index in ClosureOperation(name: "source\(index)") {} }
                 let sink = ClosureOperation(name: "sink") {}
                 for source in sources { try sink.addDependency(source) }
@@ -121,8 +120,8 @@ extension StressTests {
         }
 
         @Test("cancelled operations are released: before adding, while waiting, with dependencies pending")
-        func cancelledOperations() async throws {
-            try await expectReleasedAfterRunning("cancelled", {
+        func cancelledOperations() throws {
+            try expectReleasedAfterRunning("cancelled", {
                 let operations = (0..<300).map { index in ClosureOperation(name: "cancelled\(index)") {} }
                 for index in stride(from: 1, to: operations.count, by: 2) {
                     try operations[index].addDependency(operations[index - 1])
@@ -136,9 +135,9 @@ extension StressTests {
         }
 
         @Test("asynchronous closures that capture their own operation are released after running")
-        func selfCapturingAsynchronousClosures() async throws {
+        func selfCapturingAsynchronousClosures() throws {
             let finishers = harness.finishers
-            try await expectReleasedAfterRunning("self-capturing") {
+            try expectReleasedAfterRunning("self-capturing") {
                 (0..<300).map { index in
                     // operation → closure → box → operation: a cycle until the closure is released.
                     let box = OperationBox()
@@ -157,8 +156,8 @@ extension StressTests {
         /// that captures the operation forms no lasting retain cycle"): an operation cancelled
         /// before it starts finishes without running its closure, and must release it too.
         @Test("closures that capture their own operation are released when it is cancelled before starting")
-        func selfCapturingClosuresOfCancelledOperations() async throws {
-            try await expectReleasedAfterRunning("self-capturing-cancelled") {
+        func selfCapturingClosuresOfCancelledOperations() throws {
+            try expectReleasedAfterRunning("self-capturing-cancelled") {
                 (0..<100).map { index in
                     let box = OperationBox()
                     let operation = ClosureOperation(name: "selfCapturingCancelled\(index)", asynchronous: { _ in
@@ -175,7 +174,7 @@ extension StressTests {
         /// deinitializers of what it captured, which are user code too: if they ran under the
         /// operation's lock, one that touches the operation would deadlock.
         @Test("the closure of an operation cancelled before starting is released without a lock held")
-        func closureReleasedWithoutLock() async throws {
+        func closureReleasedWithoutLock() throws {
             let queue = harness.makeQueue("release-probe")
             queue.isSuspended = true
             let (lockWasFree, released): (Recorder<Bool>, Latch) = try {
@@ -188,13 +187,13 @@ extension StressTests {
             }()
             queue.isSuspended = false
             // The probe's own check may take the whole timeout before it reports.
-            try #require(await released.opened(within: Stress.timeout * 2))
+            try #require(released.wait(timeout: Stress.timeout * 2))
             #expect(lockWasFree.values == [true], "the closure was released while the operation's lock was held")
-            #expect(await harness.drain(queue))
+            #expect(harness.drain(queue))
         }
 
         @Test("a queue dropped while it holds operations lives until they finish, then is released")
-        func droppedQueueIsReleasedAfterDraining() async throws {
+        func droppedQueueIsReleasedAfterDraining() throws {
             let started = Latch()
             let held = ClosureOperation(name: "held", asynchronous: { _ in started.countDown() })
             var queueReference: WeakRef?
@@ -204,17 +203,17 @@ extension StressTests {
                 try queue.addOperations(others + [held], waitUntilFinished: false)
                 queueReference = WeakRef(queue)
             }
-            try #require(await started.opened(within: Stress.timeout))
+            try #require(started.wait(timeout: Stress.timeout))
             #expect(queueReference?.isReleased == false, "the queue went while it still held an operation")
             harness.finishers.async { held.finish() }
-            #expect(await held.finishes(within: Stress.timeout))
-            #expect(await quiesce(harness.workers, harness.finishers))
+            #expect(held.waitUntilFinishedBlocking(timeout: Stress.timeout))
+            #expect(quiesce(harness.workers, harness.finishers))
             #expect(queueReference?.isReleased == true)
         }
 
         @Test("completion blocks that capture their own operation are released")
-        func selfCapturingCompletionBlocks() async throws {
-            try await expectReleasedAfterRunning("self-capturing-completion") {
+        func selfCapturingCompletionBlocks() throws {
+            try expectReleasedAfterRunning("self-capturing-completion") {
                 (0..<300).map { index in
                     let operation = ClosureOperation(name: "completion\(index)") {}
                     // operation → completion block → operation, until the block has run.
@@ -226,7 +225,7 @@ extension StressTests {
         }
 
         @Test("a finished operation has released its dependencies, so a chain frees as it runs")
-        func finishedOperationsReleaseDependencies() async throws {
+        func finishedOperationsReleaseDependencies() throws {
             let count = 2_000
             let queue = try ConcurrentOperationQueue(
                 name: "incremental", maxConcurrentOperationCount: 1, underlyingQueue: harness.workers)
@@ -251,7 +250,7 @@ extension StressTests {
                 last = operations[count - 1]
             }
             queue.isSuspended = false
-            try #require(await harness.drain(queue))
+            try #require(harness.drain(queue))
             let stillAlive = earlierAlive.values
             #expect(stillAlive.isEmpty, "operation i-66 alive when i finished, for i in \(stillAlive.prefix(10))")
             #expect(last?.dependencies.isEmpty == true)
@@ -261,7 +260,7 @@ extension StressTests {
         }
 
         @Test("an OperationStateMachine does not retain its owner")
-        func stateMachineDoesNotRetainOwner() async throws {
+        func stateMachineDoesNotRetainOwner() throws {
             let dispatchQueue = DispatchQueue(label: "leak.machine", attributes: .concurrent)
             var machine: OperationStateMachine?
             var ownerReference: WeakRef?
@@ -284,14 +283,14 @@ extension StressTests {
                 try owner.machine.setFinalizationBlock { finished.countDown() }
                 try owner.machine.start()
                 _ = owner.machine.cancel()
-                #expect(await finished.opened(within: Stress.timeout))
+                #expect(finished.wait(timeout: Stress.timeout))
             }
-            #expect(await quiesce(dispatchQueue))
+            #expect(quiesce(dispatchQueue))
             #expect(ownerReference?.isReleased == true)
         }
 
         @Test("operations that never start are released: plain, with dependencies, rejected by a queue")
-        func neverStartedOperations() async throws {
+        func neverStartedOperations() throws {
             var references: [WeakRef] = []
             do {
                 let plain = ClosureOperation(name: "plain") {}
@@ -321,7 +320,7 @@ extension StressTests {
             }
             #expect(rejectedReference?.isReleased == true)
             queue.isSuspended = false
-            #expect(await harness.drain(queue))
+            #expect(harness.drain(queue))
         }
     }
 }

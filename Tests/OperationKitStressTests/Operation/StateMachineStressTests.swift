@@ -26,7 +26,7 @@ extension StressTests {
         final class Owner: Sendable {}
 
         @Test("each machine starts once, finalizes once, runs each block at most once, never crashes")
-        func startFinishCancelRace() async throws {
+        func startFinishCancelRace() throws {
             let count = Stress.count(5_000, minimum: 500)
             let blockQueue = DispatchQueue(label: "machine-blocks", attributes: .concurrent)
             let owners = (0..<count).map { _ in Owner() }
@@ -48,7 +48,7 @@ extension StressTests {
             let frozenMachines = machines
             let frozenTallies = tallies
             // Four threads per round send the three events in different orders to every machine.
-            #expect(await onThreads(4, label: "machine-race") { thread in
+            #expect(onThreads(4, label: "machine-race") { thread in
                 for index in 0..<count {
                     let machine = frozenMachines[index]
                     let tally = frozenTallies[index]
@@ -67,11 +67,11 @@ extension StressTests {
             })
             // Every machine was started by someone; a few may still be executing: finish them.
             for machine in machines where !machine.isFinished { _ = try? machine.finish() }
-            for tally in tallies { #expect(await tally.blocksDone.opened(within: Stress.timeout)) }
+            for tally in tallies { #expect(tally.blocksDone.wait(timeout: Stress.timeout)) }
             // Let the dispatched execution and cancellation blocks drain.
             let drained = Latch()
             blockQueue.async(flags: .barrier) { drained.countDown() }
-            #expect(await drained.opened(within: Stress.timeout))
+            #expect(drained.wait(timeout: Stress.timeout))
 
             var problems: [String] = []
             for (index, tally) in tallies.enumerated() {

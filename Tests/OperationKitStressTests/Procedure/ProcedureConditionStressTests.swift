@@ -101,7 +101,7 @@ extension StressTests {
         }
 
         @Test("random conditions, produced dependencies, cancels and late adds: every procedure ends, and no condition runs too early or after a failure")
-        func randomConditions() async throws {
+        func randomConditions() throws {
             let seed = UInt64.random(in: 0...UInt64.max)
             var random = SplitMix64(seed: seed)
             // No concurrency limit: a produced dependency that only a cancel ends holds its slot
@@ -157,7 +157,7 @@ extension StressTests {
             }
             var problems: [String] = []
             for (procedure, log, _, _) in procedures {
-                guard await procedure.finishes(within: Stress.timeout) else {
+                guard procedure.waitUntilFinishedBlocking(timeout: Stress.timeout) else {
                     problems.append("\(procedure.displayName) never finished")
                     continue
                 }
@@ -173,7 +173,7 @@ extension StressTests {
                 }
             }
             #expect(problems.isEmpty, "seed \(seed): \(problems.prefix(5))")
-            #expect(await queue.empties(within: Stress.timeout), "seed \(seed): the queue did not empty")
+            #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout), "seed \(seed): the queue did not empty")
         }
     }
 }

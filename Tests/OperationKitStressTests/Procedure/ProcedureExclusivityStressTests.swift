@@ -31,7 +31,7 @@ extension StressTests {
     @Suite("Procedure mutual exclusivity")
     struct ProcedureExclusivity {
         @Test("at most one procedure per category runs at a time across two queues; all finish")
-        func exclusivityAcrossQueues() async throws {
+        func exclusivityAcrossQueues() throws {
             let count = Stress.count(2_000, minimum: 100)
             var random = SplitMix64(seed: 0x5EED_0002)
             let clock = RelaxedClock()
@@ -104,7 +104,7 @@ extension StressTests {
                 .sorted { $0.at < $1.at }
 
             // Three threads add (each its share, to both queues); one cancels at random times.
-            let threadsFinished = await onThreads(4, label: "exclusive") { role in
+            let threadsFinished = onThreads(4, label: "exclusive") { role in
                 if role == 3 {
                     let deadline = stressDeadline()
                     for target in cancelled {
@@ -132,10 +132,10 @@ extension StressTests {
             }
             #expect(threadsFinished)
             try #require(
-                await allFinished.opens(within: Stress.timeout),
+                allFinished.wait(timeout: Stress.timeout),
                 "deadlock or lost procedure: \(allFinished.count) of \(count) did not finish")
-            for queue in queues { try #require(await queue.empties(within: Stress.timeout)) }
-            try #require(await offThePool { racers.wait(timeout: .now() + .seconds(60)) == .success })
+            for queue in queues { try #require(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout)) }
+            try #require(racers.wait(timeout: .now() + .seconds(60)) == .success)
 
             for meter in meters {
                 #expect(meter.peak <= 1, "\(meter.name): \(meter.peak) procedures ran at once")
@@ -168,8 +168,8 @@ extension StressTests {
                 return procedure
             }
             try queues[0].addOperations(probes, waitUntilFinished: false)
-            #expect(await after.opened(within: Stress.timeout), "a category was never given back")
-            #expect(await queues[0].empties(within: Stress.timeout))
+            #expect(after.wait(timeout: Stress.timeout), "a category was never given back")
+            #expect(queues[0].waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
         }
     }
 }

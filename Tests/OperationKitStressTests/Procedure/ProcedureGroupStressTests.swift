@@ -54,7 +54,7 @@ extension StressTests {
         }
 
         @Test("each group finishes once, after all its children and what they produced; none runs later")
-        func groupStorm() async throws {
+        func groupStorm() throws {
             let groupCount = Stress.count(600, minimum: 20)
             var random = SplitMix64(seed: 0x5EED_0003)
             let clock = RelaxedClock()
@@ -208,7 +208,7 @@ extension StressTests {
                 }
             }
             let stoppedGroups = (0..<groupCount).filter { childPlans[$0] == [.untilCancelled] }
-            let threadsFinished = await onThreads(5, label: "group-storm") { [groups, children] role in
+            let threadsFinished = onThreads(5, label: "group-storm") { [groups, children] role in
                 switch role {
                 case 0:
                     for (index, group) in groups.enumerated() {
@@ -249,12 +249,12 @@ extension StressTests {
                 }
             }
             #expect(threadsFinished)
-            try #require(await allFinished.opened(within: Stress.timeout), "\(allFinished.count) groups did not finish")
-            try #require(await queue.empties(within: Stress.timeout))
-            try #require(await offThePool { racers.wait(timeout: .now() + .seconds(60)) == .success })
+            try #require(allFinished.wait(timeout: Stress.timeout), "\(allFinished.count) groups did not finish")
+            try #require(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
+            try #require(racers.wait(timeout: .now() + .seconds(60)) == .success)
             // Children of groups cancelled before they executed may finish after their group.
             let childrenDeadline = stressDeadline()
-            let childrenFinished = await spin(until: childrenDeadline) {
+            let childrenFinished = spin(until: childrenDeadline) {
                 children.allSatisfy { $0.allSatisfy(\.isFinished) }
                     && extras.enumerated().allSatisfy { index, extra in
                         records[index].extraOutcome.load(ordering: .relaxed) != 1 || extra?.isFinished == true

@@ -37,21 +37,20 @@ extension StressTests {
         }
 
         @Test("procedures, observers' captures, groups and injected pairs are released after a storm")
-        func nothingSurvivesAStorm() async throws {
+        func nothingSurvivesAStorm() throws {
             let harness = LeakHarness()
             let references = References()
             let ran = WorkTally()
-            let queueReference: WeakRef
-            do {
+            let queueReference: WeakRef = try {
                 let queue = harness.makeQueue("procedure-leaks")
-                try await Self.storm(on: queue, finishers: harness.finishers, references: references, ran: ran)
-                try #require(await harness.drain(queue))
-                queueReference = WeakRef(queue)
-            }
+                try Self.storm(on: queue, finishers: harness.finishers, references: references, ran: ran)
+                try #require(harness.drain(queue))
+                return WeakRef(queue)
+            }()
             // Group children run on the groups' own queues, whose workers are global threads that
             // may hold a child for a moment after it finished: allow them a little time.
             let deadline = ContinuousClock.now + .seconds(10)
-            _ = await spin(until: deadline) { references.alive.isEmpty && queueReference.isReleased }
+            _ = spin(until: deadline) { references.alive.isEmpty && queueReference.isReleased }
             // The storm did run: about half the work runs (the rest is cancelled or fails a condition).
             let executed = ran.executionCount
             let objects = references.byKind.values.reduce(0) { $0 + $1.count }
@@ -64,7 +63,7 @@ extension StressTests {
         /// issued; only weak references escape.
         static func storm(
             on queue: ConcurrentOperationQueue, finishers: DispatchQueue, references: References, ran: WorkTally
-        ) async throws {
+        ) throws {
             var random = SplitMix64(seed: 0x5EED_0004)
             let count = Stress.count(1_000, minimum: 50)
             var operations: [ConcurrentOperation] = []
@@ -149,7 +148,7 @@ extension StressTests {
             // One thread adds, another cancels at the same time.
             let adds = operations
             let cancels = cancellable
-            let threadsFinished = await onThreads(2, label: "procedure-leaks") { role in
+            let threadsFinished = onThreads(2, label: "procedure-leaks") { role in
                 if role == 0 {
                     var index = 0
                     while index < adds.count {

@@ -81,7 +81,7 @@ extension StressTests {
         @Test(
             "finish and cancel race from many threads: every procedure keeps the observer contract",
             arguments: [3, 8, 32])
-        func finishAndCancelRace(maxConcurrentOperationCount: Int) async throws {
+        func finishAndCancelRace(maxConcurrentOperationCount: Int) throws {
             let count = Stress.count(10_000)
             var random = SplitMix64(seed: 0x5EED_0001 &+ UInt64(maxConcurrentOperationCount))
             let plans = (0..<count).map { Plan(index: $0, count: count, using: &random) }
@@ -145,7 +145,7 @@ extension StressTests {
             let reached: @Sendable (Int) -> Bool = { target in
                 spin(until: deadline) { finishedCount.load(ordering: .relaxed) >= target }
             }
-            let threadsFinished = await onThreads(5, label: "procedure-race") { role in
+            let threadsFinished = onThreads(5, label: "procedure-race") { role in
                 switch role {
                 case 0:
                     // Adds in batches of 1 to 64, alone or together; cancels the planned ones
@@ -201,9 +201,9 @@ extension StressTests {
                 }
             }
             #expect(threadsFinished)
-            try #require(await allFinished.opened(within: Stress.timeout), "\(allFinished.count) procedures did not finish")
-            try #require(await queue.empties(within: Stress.timeout))
-            try #require(await offThePool { racers.wait(timeout: .now() + .seconds(60)) == .success })
+            try #require(allFinished.wait(timeout: Stress.timeout), "\(allFinished.count) procedures did not finish")
+            try #require(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
+            try #require(racers.wait(timeout: .now() + .seconds(60)) == .success)
 
             Self.checkOutcomes(procedures, plans, traces, tallies)
             Self.checkLateCancelChangesNothing(procedures, traces)
@@ -369,7 +369,7 @@ extension StressTests {
         /// and did-cancel only once `isCancelled` is true.
         @Test("cancel or finish just as the worker starts a procedure: will-execute is told first",
               arguments: [Action.cancel, .finish])
-        func raceWithStart(_ action: Action) async throws {
+        func raceWithStart(_ action: Action) throws {
             let count = Stress.count(10_000, minimum: 500)
             let queue = try ConcurrentOperationQueue(name: "race-with-start", maxConcurrentOperationCount: 1)
             let done = Latch(count: count)
@@ -410,7 +410,7 @@ extension StressTests {
                 return procedure
             }
             let deadline = stressDeadline()
-            let threadsFinished = await onThreads(2, label: "race-with-start") { role in
+            let threadsFinished = onThreads(2, label: "race-with-start") { role in
                 if role == 0 {
                     try? queue.addOperations(procedures, waitUntilFinished: false)
                     return
@@ -424,8 +424,8 @@ extension StressTests {
                 }
             }
             #expect(threadsFinished)
-            try #require(await done.opened(within: Stress.timeout), "\(done.count) procedures did not finish")
-            try #require(await queue.empties(within: Stress.timeout))
+            try #require(done.wait(timeout: Stress.timeout), "\(done.count) procedures did not finish")
+            try #require(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
 
             let wrongOrder = problems(count) { index in
                 let order = orders[index]
@@ -455,7 +455,7 @@ extension StressTests {
         /// its finish races with the worker telling did-execute. Did-execute must still come
         /// before will-finish.
         @Test("finish from another thread as execute() returns: did-execute comes before will-finish")
-        func finishAsExecuteReturns() async throws {
+        func finishAsExecuteReturns() throws {
             let count = Stress.count(20_000, minimum: 500)
             let queue = try ConcurrentOperationQueue(name: "finish-as-execute-returns", maxConcurrentOperationCount: 1)
             let done = Latch(count: count)
@@ -477,7 +477,7 @@ extension StressTests {
                 return procedure
             }
             let deadline = stressDeadline()
-            let threadsFinished = await onThreads(2, label: "finish-as-execute-returns") { role in
+            let threadsFinished = onThreads(2, label: "finish-as-execute-returns") { role in
                 if role == 0 {
                     try? queue.addOperations(procedures, waitUntilFinished: false)
                     return
@@ -493,8 +493,8 @@ extension StressTests {
                 }
             }
             #expect(threadsFinished)
-            try #require(await done.opened(within: Stress.timeout), "\(done.count) procedures did not finish")
-            try #require(await queue.empties(within: Stress.timeout))
+            try #require(done.wait(timeout: Stress.timeout), "\(done.count) procedures did not finish")
+            try #require(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
 
             let wrongOrder = problems(count) { index in
                 let order = orders[index]

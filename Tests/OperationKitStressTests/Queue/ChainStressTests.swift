@@ -21,7 +21,7 @@ extension StressTests {
         @Test(
             "a 20,000-operation chain runs in order, whatever order it is linked and enqueued in",
             arguments: Order.allCases, Order.allCases)
-        func longChain(linked: Order, enqueued: Order) async throws {
+        func longChain(linked: Order, enqueued: Order) throws {
             let count = 20_000
             let clock = LogicalClock()
             let tallies = (0..<count).map { _ in Tally() }
@@ -38,7 +38,7 @@ extension StressTests {
             }
             let queue = ConcurrentOperationQueue(name: "long-\(linked)-\(enqueued)")
             for index in enqueued.indices(count) { try queue.addOperation(operations[index]) }
-            try #require(await queue.empties(within: Stress.timeout))
+            try #require(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
             let wrong = offenders(count) { index in
                 let tally = tallies[index]
                 if tally.executionCount != 1 || tally.completionCount != 1 { return true }
@@ -70,7 +70,7 @@ extension StressTests {
         }
 
         @Test("a cycle refused in the middle of addOperations refuses the whole batch, which can then be added")
-        func refusedInTheMiddleOfABatch() async throws {
+        func refusedInTheMiddleOfABatch() throws {
             // 0 waits for 1 and is already enqueued; 1 would wait for 0, so adding it is refused,
             // and with it the batch around it (2..<1_002): all or nothing.
             let recorded = Recorded("batch", count: 1_002)
@@ -88,13 +88,13 @@ extension StressTests {
             // The refused operation can be fixed and the batch added again; then everything drains.
             operations[1].removeDependency(operations[0])
             try queue.addOperations(batch, waitUntilFinished: false)
-            try #require(await queue.empties(within: Stress.timeout))
+            try #require(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
             #expect(recorded.notRunOnce(0..<operations.count).isEmpty)
             #expect(recorded.tallies[0].started > recorded.tallies[1].finished)
         }
 
         @Test("several cycles in one batch, closed inside the batch itself: nothing added, the first named")
-        func severalRefusalsInOneBatch() async throws {
+        func severalRefusalsInOneBatch() throws {
             // For each pair (a, b) = (4k, 4k + 1): b waits for a, a waits for b; both are in the
             // batch. 4k + 2 and 4k + 3 are plain.
             let pairs = 50
@@ -116,7 +116,7 @@ extension StressTests {
                 operations[4 * pair + 1].removeDependency(operations[4 * pair])
             }
             try queue.addOperations(operations, waitUntilFinished: false)
-            try #require(await queue.empties(within: Stress.timeout))
+            try #require(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
             #expect(recorded.notRunOnce(0..<operations.count).isEmpty)
             let early = (0..<pairs).filter {
                 recorded.tallies[4 * $0].started <= recorded.tallies[4 * $0 + 1].finished
@@ -125,7 +125,7 @@ extension StressTests {
         }
 
         @Test("addOperations(waitUntilFinished: true) with a refusal throws at once; the fixed batch is waited for")
-        func waitingBatchWithARefusal() async throws {
+        func waitingBatchWithARefusal() throws {
             let recorded = Recorded("waiting", count: 302)
             let operations = recorded.operations
             let queue = ConcurrentOperationQueue(name: "waiting-batch")
@@ -143,10 +143,10 @@ extension StressTests {
             #expect(queue.operationCount == 1)
             #expect(operations[1...].allSatisfy { !$0.isFinished })
             operations[1].removeDependency(operations[0])
-            try await throwingOffThePool { try queue.addOperations(batch, waitUntilFinished: true) }
+            try queue.addOperations(batch, waitUntilFinished: true)
             // Every operation of the batch had finished when the call returned.
             #expect(operations[1...].allSatisfy { $0.isFinished })
-            try #require(await queue.empties(within: Stress.timeout))
+            try #require(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
             #expect(recorded.notRunOnce(0..<operations.count).isEmpty)
         }
     }

@@ -58,7 +58,7 @@ extension StressTests {
     @Suite("Concurrency under load")
     struct Concurrency {
         @Test("maxConcurrentOperationCount is never exceeded", arguments: [1, 2, 4])
-        func maxConcurrencyHolds(limit: Int) async throws {
+        func maxConcurrencyHolds(limit: Int) throws {
             let count = Stress.count(10_000)
             var random = SplitMix64(seed: 0xC0FFEE + UInt64(limit))
             let clock = LogicalClock()
@@ -75,7 +75,7 @@ extension StressTests {
                 return operation
             }
             // Two threads add at once, in batches and one by one, while operations run.
-            let added = await onThreads(2, label: "limit\(limit)") { half in
+            let added = onThreads(2, label: "limit\(limit)") { half in
                 let mine = operations.indices.filter { $0 % 2 == half }
                 var position = 0
                 while position < mine.count {
@@ -90,7 +90,7 @@ extension StressTests {
                 }
             }
             #expect(added)
-            try #require(await queue.empties(within: Stress.timeout))
+            try #require(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
             #expect(meter.peak <= limit, "\(meter.peak) operations in flight with a limit of \(limit)")
             #expect(meter.peak >= 1)
             #expect(meter.entered == count)
@@ -100,7 +100,7 @@ extension StressTests {
         }
 
         @Test("changing the limit under load never exceeds the highest limit set")
-        func changingLimitUnderLoad() async throws {
+        func changingLimitUnderLoad() throws {
             let count = Stress.count(10_000)
             var random = SplitMix64(seed: 0x11A1)
             let clock = LogicalClock()
@@ -119,7 +119,7 @@ extension StressTests {
                 try queue.addOperations(Array(operations[range]), waitUntilFinished: false)
                 try queue.setMaxConcurrentOperationCount(limit)
             }
-            try #require(await queue.empties(within: Stress.timeout))
+            try #require(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
             #expect(meter.peak <= 3)
             #expect(meter.entered == count)
             let wrong = offenders(count) { operations[$0].tally.executionCount != 1 }
@@ -127,7 +127,7 @@ extension StressTests {
         }
 
         @Test("8 threads × 2,000 operations added at once, with dependencies across threads")
-        func concurrentAddsAcrossThreads() async throws {
+        func concurrentAddsAcrossThreads() throws {
             let threads = 8
             let perThread = Stress.count(2_000)
             let count = threads * perThread
@@ -162,7 +162,7 @@ extension StressTests {
             let lateAccepted = Recorder<Int>()
             let unexpectedErrors = Recorder<String>()
             let queue = ConcurrentOperationQueue(name: "concurrent-adds")
-            let added = await onThreads(threads, label: "concurrent-adds") { thread in
+            let added = onThreads(threads, label: "concurrent-adds") { thread in
                 for index in stride(from: thread, to: count, by: threads) {
                     do {
                         try queue.addOperation(operations[index])
@@ -181,7 +181,7 @@ extension StressTests {
                 }
             }
             #expect(added)
-            try #require(await queue.empties(within: Stress.timeout))
+            try #require(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
             #expect(unexpectedErrors.values.isEmpty, "\(unexpectedErrors.values.prefix(10))")
             for index in lateAccepted.values {
                 if let (dependent, dependency) = lateEdges[index] { edges[dependent].append(dependency) }

@@ -8,7 +8,7 @@ extension StressTests {
     @Suite("Dependency graph")
     struct DependencyGraphs {
         @Test("random graphs: refused exactly when the reference model finds a cycle", arguments: 1...48)
-        func randomGraphs(seed: UInt64) async {
+        func randomGraphs(seed: UInt64) {
             var random = SplitMix64(seed: seed)
             let count = 60 + random.below(140)
             let graph = GraphHarness(label: "random\(seed)", count: count)
@@ -65,11 +65,11 @@ extension StressTests {
             graph.checkOrderInvariant()
             #expect(graph.refusedEdges + graph.refusedOperations > 0, "seed \(seed) closed no cycle")
             #expect(graph.acceptedEdges > count)
-            await graph.runAndCheck()
+            graph.runAndCheck()
         }
 
         @Test("edges against the order between operations with predecessors and successors", arguments: 1...8)
-        func slowPathEdges(seed: UInt64) async {
+        func slowPathEdges(seed: UInt64) {
             var random = SplitMix64(seed: 0x5_1077 &+ seed)
             let chains = 12
             let length = 15
@@ -110,11 +110,11 @@ extension StressTests {
             #expect(aimed >= 100, "only \(aimed) edges took the slow path")
             #expect(graph.slowPathCycles > 0, "no slow-path edge closed a cycle")
             #expect(graph.slowPathEdges - graph.slowPathCycles > 0, "no slow-path edge was accepted")
-            await graph.runAndCheck()
+            graph.runAndCheck()
         }
 
         @Test("a cycle of 1,000 operations is found, named in order, from either end")
-        func longCycle() async throws {
+        func longCycle() throws {
             var random = SplitMix64(seed: 1_000)
             let length = 1_000
             // Closed by addDependency on an enqueued operation.
@@ -127,7 +127,7 @@ extension StressTests {
             #expect(error?.code == .dependencyCycle)
             #expect(error?.operationNames == (0..<length).reversed().map { "long#\($0)" })
             graph.addDependency(0, length - 1)  // the model agrees
-            await graph.runAndCheck()
+            graph.runAndCheck()
 
             // Closed by enqueueing the operation that the rest of the chain waits for.
             let second = GraphHarness(label: "longEnqueue", count: length)
@@ -139,7 +139,7 @@ extension StressTests {
             #expect(refusal?.operationNames == (0..<length).reversed().map { "longEnqueue#\($0)" })
             second.enqueue([0])  // the model agrees
             second.enqueueRefusedWithoutDependencies()
-            await second.runAndCheck()
+            second.runAndCheck()
         }
 
         enum Direction: String, CaseIterable, Sendable {
@@ -152,7 +152,7 @@ extension StressTests {
         @Test(
             "a 10,000-operation chain, created one way and enqueued the other, refuses the edge closing it",
             arguments: [(Direction.forward, Direction.reverse), (Direction.reverse, Direction.forward)])
-        func longChainCycle(created: Direction, enqueued: Direction) async throws {
+        func longChainCycle(created: Direction, enqueued: Direction) throws {
             let count = 10_000
             let operations = (0..<count).map { ClosureOperation(name: "chain\($0)") {} }
             let runOrder = created == .forward ? Array(0..<count) : Array((0..<count).reversed())
@@ -171,7 +171,7 @@ extension StressTests {
             #expect(error?.operationNames.count == count)
             #expect(error?.operationNames.first == last.name && error?.operationNames.last == first.name)
             queue.isSuspended = false
-            try #require(await queue.empties(within: Stress.timeout))
+            try #require(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
             #expect(operations.allSatisfy { $0.isFinished })
         }
     }

@@ -57,12 +57,10 @@ private struct CrossQueueOperations {
     func queue(of index: Int) -> ConcurrentOperationQueue { queues[index % queues.count] }
 
     /// Waits for every queue to drain; records an issue if one does not.
-    func waitForAll(_ label: String) async -> Bool {
-        for queue in queues {
-            guard await queue.empties(within: Stress.timeout) else {
-                Issue.record("\(label): \(queue.name ?? "a queue") did not drain; \(queue.operationCount) left")
-                return false
-            }
+    func waitForAll(_ label: String) -> Bool {
+        for queue in queues where !queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout) {
+            Issue.record("\(label): \(queue.name ?? "a queue") did not drain; \(queue.operationCount) left")
+            return false
         }
         return true
     }
@@ -99,7 +97,7 @@ extension StressTests {
     @Suite("Dependency graph components")
     struct GraphComponents {
         @Test("concurrent cross-queue edges: refused exactly when they close a cycle", arguments: 1...12)
-        func concurrentCrossQueueEdges(seed: UInt64) async {
+        func concurrentCrossQueueEdges(seed: UInt64) {
             let label = "cross\(seed)"
             let threads = 4
             let set = CrossQueueOperations(label: label, queues: 4, perQueue: 30, suspended: true)
@@ -112,7 +110,7 @@ extension StressTests {
             let attempts = PerThread<EdgeAttempt>(count: threads)
             let edgesPerThread = Stress.count(120, minimum: 40)
             let operations = set.operations
-            let finished = await onThreads(threads, label: label) { thread in
+            let finished = onThreads(threads, label: label) { thread in
                 var random = SplitMix64(seed: seed &* 7919 &+ UInt64(thread))
                 var log: [EdgeAttempt] = []
                 for _ in 0..<edgesPerThread {
@@ -160,13 +158,13 @@ extension StressTests {
             #expect(all.count - refusals > count / 2, "\(label): too few edges accepted")
 
             for queue in set.queues { queue.isSuspended = false }
-            guard await set.waitForAll(label) else { return }
+            guard set.waitForAll(label) else { return }
             let edges = (0..<count).flatMap { dependent in accepted[dependent].map { (dependent, $0) } }
             set.checkRanInOrder(label, edges: edges)
         }
 
         @Test("components merged by cross-queue edges while both finish operations", arguments: 1...10)
-        func mergeWhileFinishing(seed: UInt64) async {
+        func mergeWhileFinishing(seed: UInt64) {
             let label = "merge\(seed)"
             let length = Stress.count(150, minimum: 40)
             // Two running queues, each a chain (one component each); the heads wait at a gate.
@@ -202,7 +200,7 @@ extension StressTests {
             let attempts = PerThread<EdgeAttempt>(count: 2)
             let joinerEdges = PerThread<(joiner: Int, a: Int, b: Int)>(count: 2)
             let operations = set.operations
-            let finished = await onThreads(2, label: label) { thread in
+            let finished = onThreads(2, label: label) { thread in
                 var random = SplitMix64(seed: seed &* 104_729 &+ UInt64(thread))
                 if thread == 0 { gate.open() }
                 for round in 0..<joinerCount / 2 {
@@ -233,8 +231,8 @@ extension StressTests {
                 Issue.record("\(label): the joining threads did not finish")
                 return
             }
-            guard await set.waitForAll(label),
-                  await joiners.empties(within: Stress.timeout) else {
+            guard set.waitForAll(label),
+                  joiners.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout) else {
                 Issue.record("\(label): the joiners did not drain")
                 return
             }

@@ -282,13 +282,13 @@ final class GraphHarness {
     }
 
     /// Resumes the queue and checks that every operation ran once, after all its dependencies.
-    func runAndCheck(sourceLocation: SourceLocation = #_sourceLocation) async {
+    func runAndCheck(sourceLocation: SourceLocation = #_sourceLocation) {
         if diverged {
             Issue.record("\(label): not run, since the queue disagreed with the model", sourceLocation: sourceLocation)
             return
         }
         queue.isSuspended = false
-        guard await queue.empties(within: Stress.timeout) else {
+        guard queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout) else {
             Issue.record("\(label): the queue did not drain; \(queue.operationCount) left",
                          sourceLocation: sourceLocation)
             return

@@ -159,7 +159,7 @@ extension StressTests {
         static func run(
             _ round: Round, limit: Int, meter: ConcurrencyMeter, label: String,
             sourceLocation: SourceLocation = #_sourceLocation
-        ) async throws {
+        ) throws {
             let queue = try ConcurrentOperationQueue(name: label, maxConcurrentOperationCount: limit)
             let stop = Atomic<Bool>(false)
             let pollerDone = Latch()
@@ -168,9 +168,9 @@ extension StressTests {
                 pollerDone.countDown()
             }
             try queue.addOperations(round.operations, waitUntilFinished: false)
-            let drained = await drain(queue, limit: limit, label: label, sourceLocation: sourceLocation)
+            let drained = drain(queue, limit: limit, label: label, sourceLocation: sourceLocation)
             stop.store(true, ordering: .relaxed)
-            #expect(await pollerDone.opens(within: Stress.timeout), sourceLocation: sourceLocation)
+            #expect(pollerDone.wait(timeout: Stress.timeout), sourceLocation: sourceLocation)
             guard drained else { return }
             let wrong = offenders(round.tallies.count) { index in
                 let tally = round.tallies[index]
@@ -190,12 +190,12 @@ extension StressTests {
         static func drain(
             _ queue: ConcurrentOperationQueue, limit: Int, label: String,
             stall: Duration = .seconds(5), sourceLocation: SourceLocation
-        ) async -> Bool {
+        ) -> Bool {
             let clock = ContinuousClock()
             let deadline = clock.now + Stress.timeout
             var lastCount = queue.operationCount
             var lastChange = clock.now
-            while !(await queue.empties(within: .milliseconds(100))) {
+            while !queue.waitUntilAllOperationsAreFinishedBlocking(timeout: .milliseconds(100)) {
                 let count = queue.operationCount
                 if count != lastCount {
                     lastCount = count
@@ -205,7 +205,7 @@ extension StressTests {
                     continue
                 }
                 try? queue.setMaxConcurrentOperationCount(limit)
-                let rescued = await queue.empties(within: Stress.timeout)
+                let rescued = queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout)
                 Issue.record(
                     """
                     \(label): stuck with \(count) operations counted and none running; \
@@ -219,7 +219,7 @@ extension StressTests {
         @Test(
             "ClosureOperations finished from another thread, in chains and diamonds, at limits 1, 2, 4 and 64",
             arguments: Finisher.allCases, limits)
-        func closureOperations(finisher: Finisher, limit: Int) async throws {
+        func closureOperations(finisher: Finisher, limit: Int) throws {
             let finishingThread = DispatchQueue(label: "off-worker.finisher")
             for round in 0..<Self.rounds {
                 for shape in Shape.allCases {
@@ -229,19 +229,19 @@ extension StressTests {
                     let work = try Self.closureRound(
                         shape, finisher: finisher, clock: clock, meter: meter, finishingThread: finishingThread,
                         seed: UInt64(round * 1_000 + limit))
-                    try await Self.run(work, limit: limit, meter: meter, label: label)
+                    try Self.run(work, limit: limit, meter: meter, label: label)
                 }
             }
         }
 
         @Test("AsyncOperations in chains and diamonds, at limits 1, 2, 4 and 64", arguments: limits)
-        func asyncOperations(limit: Int) async throws {
+        func asyncOperations(limit: Int) throws {
             for round in 0..<Self.rounds {
                 for shape in Shape.allCases {
                     let clock = LogicalClock()
                     let meter = ConcurrencyMeter()
                     let work = try Self.asyncRound(shape, clock: clock, meter: meter)
-                    try await Self.run(work, limit: limit, meter: meter, label: "async-\(shape)-limit\(limit)-round\(round)")
+                    try Self.run(work, limit: limit, meter: meter, label: "async-\(shape)-limit\(limit)-round\(round)")
                 }
             }
         }

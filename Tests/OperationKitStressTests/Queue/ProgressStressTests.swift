@@ -17,7 +17,7 @@ extension StressTests {
                 let adders = 4
                 let perAdder = Stress.count(400, minimum: 20)
                 let updates = ProgressUpdateCounter()
-                let ran = await onThreads(adders + 1, label: "progress-storm") { index in
+                let ran = onThreads(adders + 1, label: "progress-storm") { index in
                     if index == adders {
                         // Starts following while the others add.
                         queue.observeProgress(.everyChange) { _ in updates.increment() }

@@ -115,16 +115,16 @@ extension StressTests {
                         if position.isMultiple(of: 2) {
                             let done = Latch()
                             workers.async { machine.submit(request) { _ in done.countDown() } }
-                            #expect(await done.opens(within: Stress.timeout))
+                            #expect(done.wait(timeout: Stress.timeout))
                         } else {
                             _ = await machine.outcome(of: request)
                         }
                         if position == 3 { cancelled.cancel() }
                     }
-                    #expect(await reentrant.opens(within: Stress.timeout))
+                    #expect(reentrant.wait(timeout: Stress.timeout))
                     #expect(machine.state == 3)
-                    if let queue { #expect(await quiesce(queue)) }
-                    #expect(await quiesce(workers))
+                    if let queue { #expect(quiesce(queue)) }
+                    #expect(quiesce(workers))
                     // Cancelled, the observer's closure is released while the machine lives.
                     #expect(cancelledTokenReference.isReleased, "machine \(index) (\(mode)): a cancelled observer is kept")
                 }
@@ -174,7 +174,7 @@ extension StressTests {
 
         @Test("requests queued on a transition queue keep the dropped machine alive until they have run",
               arguments: [GSMStormMode.serialQueue, .concurrentQueue])
-        func droppedWithQueuedRequests(mode: GSMStormMode) async throws {
+        func droppedWithQueuedRequests(mode: GSMStormMode) throws {
             let queue = try #require(mode.makeQueue())
             let requests = Stress.count(200, minimum: 20)
             let completed = Latch(count: requests)
@@ -197,8 +197,8 @@ extension StressTests {
             // Only the queue holds the machine now.
             #expect(!machineReference.isReleased, "the machine went with requests still queued")
             queue.resume()
-            #expect(await completed.opened(within: Stress.timeout))
-            #expect(await quiesce(queue))
+            #expect(completed.wait(timeout: Stress.timeout))
+            #expect(quiesce(queue))
             #expect(machineReference.isReleased)
             #expect(states.current == (0..<requests).map { ($0 + 1) % 2 })
         }

@@ -385,11 +385,6 @@ func gsmOnThreads(_ count: Int, label: String, _ body: @escaping @Sendable (Int)
     return true
 }
 
-/// ``gsmOnThreads(_:label:_:)``, its waits off the pool.
-func gsmOnThreads(_ count: Int, label: String, _ body: @escaping @Sendable (Int) -> Void) async -> Bool {
-    await offThePool(within: Stress.timeout * 2 + .seconds(1)) { gsmOnThreads(count, label: label, body) }
-}
-
 extension StressTests {
     @Suite("GeneralStateMachine under concurrent requests")
     struct GeneralStateMachineStress {
@@ -426,7 +421,7 @@ extension StressTests {
                 let observation = machine.observe { probe.observe($0) }
                 defer { observation.cancel() }
 
-                #expect(await gsmOnThreads(Self.threads, label: "gsm-storm") { thread in
+                #expect(gsmOnThreads(Self.threads, label: "gsm-storm") { thread in
                     let ids = Array(stride(from: thread, to: requests, by: Self.threads))
                     let watcher = watchers[thread]
                     for (position, id) in ids.enumerated() {
@@ -449,10 +444,10 @@ extension StressTests {
                         _ = machine.isSuspended
                     }
                 })
-                #expect(await offThePool { probe.issueRemainingReentrant(on: machine) }, "\(mode): not every request completed")
-                #expect(await probe.completionsDone.opens(within: Stress.timeout), "\(mode): not every request completed")
+                #expect(probe.issueRemainingReentrant(on: machine), "\(mode): not every request completed")
+                #expect(probe.completionsDone.wait(timeout: Stress.timeout), "\(mode): not every request completed")
                 // Let the queue's last drain return before the machine goes.
-                if let queue { #expect(await quiesce(queue)) }
+                if let queue { #expect(quiesce(queue)) }
                 finalState = machine.state
                 finalSuspended = machine.isSuspended
             }
@@ -578,10 +573,10 @@ extension StressTests {
                     for await result in group { all.append(result) }
                     return all
                 }
-                #expect(await offThePool { probe.issueRemainingReentrant(on: machine) })
-                #expect(await probe.completionsDone.opens(within: Stress.timeout), "\(mode): not every re-entrant request completed")
+                #expect(probe.issueRemainingReentrant(on: machine))
+                #expect(probe.completionsDone.wait(timeout: Stress.timeout), "\(mode): not every re-entrant request completed")
                 finalState = machine.state
-                if let queue { #expect(await quiesce(queue)) }
+                if let queue { #expect(quiesce(queue)) }
             }
 
             // Every request was answered once, with an answer that fits it.

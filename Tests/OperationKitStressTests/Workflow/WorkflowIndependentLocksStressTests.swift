@@ -57,7 +57,7 @@ extension StressTests {
         }
 
         @Test("several workflows with sub-workflows stormed from many threads all finish afterwards")
-        func storm() async throws {
+        func storm() throws {
             let chaos = Chaos()
             let size = Stress.count(40, minimum: 8)
             // Two levels: deep ⊂ middle ⊂ parent 0; sub ⊂ parent 1; parents 2 and 3 are plain.
@@ -78,7 +78,7 @@ extension StressTests {
             let actions = Stress.count(1_500, minimum: 40)
             let added = Atomic<Int>(0)
             for parent in parents { parent.start() }
-            let stormed = await onThreads(8, label: "workflow.locks.storm") { thread in
+            let stormed = onThreads(8, label: "workflow.locks.storm") { thread in
                 var random = SplitMix64(seed: 0x10C6_0000 + UInt64(thread))
                 for step in 0..<actions {
                     let workflow = all[random.below(all.count)]
@@ -117,7 +117,7 @@ extension StressTests {
             // wait until no body is in flight and every queue is empty.
             chaos.succeedOnly.store(true, ordering: .releasing)
             for workflow in all { workflow.cancel() }
-            try #require(await chaos.tracker.settle(all: all.map(\.queue)), "the workflows did not come to rest")
+            try #require(chaos.tracker.settle(all: all.map(\.queue)), "the workflows did not come to rest")
 
             // Reset (sub-workflows deepest first) and run every parent to the end.
             let delegates = all.map { _ in WorkflowCountingDelegate() }
@@ -125,7 +125,7 @@ extension StressTests {
             for workflow in all { workflow.reset() }
             for parent in parents { parent.start() }
             for (workflow, delegate) in zip(all, delegates) {
-                #expect(await delegate.finished.opened(within: Stress.timeout), "\(workflow.name) did not finish")
+                #expect(delegate.finished.wait(timeout: Stress.timeout), "\(workflow.name) did not finish")
                 #expect(workflow.isFinished, "\(workflow.name) is not finished")
                 #expect(!workflow.hasUnfinishedTasks, "\(workflow.name) has unfinished tasks")
             }
@@ -135,7 +135,7 @@ extension StressTests {
         /// A new task added to two workflows at once from two threads, while a third reads its
         /// state: exactly one add succeeds, and the task ends up in that workflow, under its lock.
         @Test("a task added to two workflows at once joins exactly one of them")
-        func racingAdds() async throws {
+        func racingAdds() throws {
             let rounds = Stress.count(300, minimum: 20)
             let first = Workflow(name: "first")
             let second = Workflow(name: "second")
@@ -146,7 +146,7 @@ extension StressTests {
             for round in 0..<rounds {
                 let task = ClosureTask(name: "task\(round)") { $0.finish(with: 1) }
                 let wins = Atomic<Int>(0)
-                let raced = await onThreads(3, label: "workflow.locks.add") { thread in
+                let raced = onThreads(3, label: "workflow.locks.add") { thread in
                     switch thread {
                     case 0: if (try? first.add(task, prerequisites: [root1])) != nil { wins.add(1, ordering: .relaxed) }
                     case 1: if (try? second.add(task)) != nil { wins.add(1, ordering: .relaxed) }
@@ -164,7 +164,7 @@ extension StressTests {
             let finished = WorkflowCountingDelegate()
             first.delegate = finished
             first.start()
-            #expect(await finished.finished.opened(within: Stress.timeout), "the first workflow did not finish")
+            #expect(finished.finished.wait(timeout: Stress.timeout), "the first workflow did not finish")
             #expect(first.isFinished)
         }
     }

@@ -162,9 +162,9 @@ extension StressTests {
                 let delegate = WorkflowCountingDelegate()
                 workflow.delegate = delegate
                 workflow.start()
-                try #require(await parkedOne.opens(within: Stress.timeout), "no run parked")
+                try #require(parkedOne.wait(timeout: Stress.timeout), "no run parked")
                 workflow.cancel()
-                try #require(await tracker.settle(queue, subqueue), "round 1 did not come to rest")
+                try #require(tracker.settle(queue, subqueue), "round 1 did not come to rest")
                 #expect(!workflow.isFinished)
 
                 // Rounds 2 and 3: reset and run to the end.
@@ -174,8 +174,8 @@ extension StressTests {
                     workflow.reset()
                     for condition in conditions { condition.fulfill(with: condition.name) }
                     workflow.start()
-                    try #require(await delegate.finished.opens(within: Stress.timeout), "round \(round): the workflow did not finish")
-                    try #require(await tracker.settle(queue, subqueue), "round \(round) did not come to rest")
+                    try #require(delegate.finished.wait(timeout: Stress.timeout), "round \(round): the workflow did not finish")
+                    try #require(tracker.settle(queue, subqueue), "round \(round) did not come to rest")
                     let unfinished = tasks.filter { $0.state != .finished }.map(\.name)
                     #expect(unfinished.isEmpty, "round \(round): unfinished tasks \(unfinished)")
                     #expect(delegate.finishCount == 1)
@@ -184,7 +184,7 @@ extension StressTests {
                 #expect(operations.current.count >= 2 * dag.count, "the run operations were not all seen")
             }
             // Everything the workers and the bodies' other threads captured is released.
-            try #require(await quiesce(workers, tracker.elsewhere))
+            try #require(quiesce(workers, tracker.elsewhere))
             // The workflow's release ends its event stream; the consumer then lets go of the last
             // events (which hold tasks). Awaited, not waited for: the consumer needs a thread of
             // the cooperative pool. (If the workflow is alive, the stream would never end.)

@@ -32,7 +32,7 @@ extension StressTests {
         }
 
         @Test("a layered workflow run, reset and run again finishes every task exactly once per run")
-        func layeredReruns() async throws {
+        func layeredReruns() throws {
             let layers = Stress.count(10, minimum: 3)
             let width = Stress.count(10, minimum: 2)
             let rounds = Stress.count(200, minimum: 3)
@@ -83,8 +83,8 @@ extension StressTests {
                     #expect(workflow.hasUnfinishedTasks && !workflow.isFinished)
                 }
                 workflow.start()
-                try #require(await delegate.finished.opened(within: Stress.timeout), "round \(round): the workflow did not finish")
-                try #require(await tracker.settle(workflow.queue), "round \(round): the workflow did not come to rest")
+                try #require(delegate.finished.wait(timeout: Stress.timeout), "round \(round): the workflow did not finish")
+                try #require(tracker.settle(workflow.queue), "round \(round): the workflow did not come to rest")
 
                 let wrong = problems(dag.count) { index -> String? in
                     let task = tasks[index]

@@ -53,33 +53,33 @@ extension StressTests {
         @Test(
             "a body whose run was replaced as it began acts for its own run only",
             arguments: [false, true])
-        func replacedRun(finishingThroughTheTask viaTask: Bool) async throws {
+        func replacedRun(finishingThroughTheTask viaTask: Bool) throws {
             let workflow = Workflow(name: "identity")
             let task = HeldTask(viaTask: viaTask)
             try workflow.add(task)
             defer { task.proceed.open() }  // never leave a worker blocked, even when a requirement fails
             workflow.start()
-            try #require(await task.firstEntered.opened(within: Stress.timeout), "run 1 did not execute")
+            try #require(task.firstEntered.wait(timeout: Stress.timeout), "run 1 did not execute")
             #expect(task.currentRun.number == 1)
 
             // Run 1 is over; run 2 executes.
             task.reset()
             #expect(task.state == .ready)
             task.start()
-            try #require(await task.secondParked.opened(within: Stress.timeout), "run 2 did not execute")
+            try #require(task.secondParked.wait(timeout: Stress.timeout), "run 2 did not execute")
             #expect(task.currentRun.number == 2)
             #expect(task.state == .executing)
 
             // Run 1's body goes on: its finish must be ignored.
             task.proceed.open()
-            try #require(await task.firstDone.opened(within: Stress.timeout))
+            try #require(task.firstDone.wait(timeout: Stress.timeout))
             #expect(task.state == .executing, "run 1's late body finished run 2")
 
             for run in task.parked.current { run.finish(with: "run 2") }
             #expect(task.state == .finished)
             #expect(task.result as? String == "run 2", "run 2 finished with \(String(describing: task.result))")
             #expect(task.executions.current == [1: 1, 2: 1], "bodies executed by run number")
-            #expect(await workflow.queue.empties(within: Stress.timeout))
+            #expect(workflow.queue.waitUntilAllOperationsAreFinishedBlocking(timeout: Stress.timeout))
         }
     }
 }

@@ -26,7 +26,7 @@ extension StressTests {
                 Configuration(seed: 0x5EED_0001, threads: 4, actionsPerThread: 900),
                 Configuration(seed: 0x5EED_0002, threads: 8, actionsPerThread: 450),
             ])
-        func storm(_ configuration: Configuration) async throws {
+        func storm(_ configuration: Configuration) throws {
             let dag = WorkflowDAG(count: Stress.count(1_000, minimum: 20), seed: configuration.seed)
             let workflow = Workflow(name: "storm")
             let probe = WorkflowStressProbe(count: dag.count, seed: configuration.seed, queue: workflow.queue)
@@ -39,13 +39,13 @@ extension StressTests {
             // Storm.
             workflow.start()
             let actions = Stress.count(configuration.actionsPerThread, minimum: 20)
-            let stormed = await onThreads(configuration.threads, label: "workflow.storm") { thread in
+            let stormed = onThreads(configuration.threads, label: "workflow.storm") { thread in
                 Self.stormThread(thread, configuration.seed, actions, workflow, tasks, probe)
             }
             try #require(stormed, "the storm threads did not finish")
 
             // Rest: no more calls from the test; every body in flight finishes (parked runs at once).
-            try #require(await probe.tracker.settle(workflow.queue), "the workflow did not come to rest")
+            try #require(probe.tracker.settle(workflow.queue), "the workflow did not come to rest")
             let rest = WorkflowRestCheck(tasks)
             Self.expectConsistent(rest, dag, probe, workflow, phase: "after the storm")
 
@@ -61,8 +61,8 @@ extension StressTests {
             }
             #expect(misplaced.count == 0, "states after workflow.reset(): \(misplaced)")
             workflow.start()
-            #expect(await finalDelegate.finished.opened(within: Stress.timeout), "the workflow did not finish after reset and start")
-            try #require(await probe.tracker.settle(workflow.queue), "the workflow did not come to rest after the final run")
+            #expect(finalDelegate.finished.wait(timeout: Stress.timeout), "the workflow did not finish after reset and start")
+            try #require(probe.tracker.settle(workflow.queue), "the workflow did not come to rest after the final run")
             let final = WorkflowRestCheck(tasks)
             let unfinished = problems(dag.count) { index in
                 if final.states[index] != .finished { return "\(final.states[index])" }

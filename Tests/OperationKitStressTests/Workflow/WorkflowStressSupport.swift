@@ -226,19 +226,12 @@ final class WorkflowRunTracker: Sendable {
     /// Closes parking (finishing what is parked), then waits until no body is in flight and the
     /// queues are empty (a state that lasts, as long as the test's own threads call nothing).
     /// `false` on timeout.
-    func settle(_ queues: ConcurrentOperationQueue...) async -> Bool {
-        await settle(all: queues)
+    func settle(_ queues: ConcurrentOperationQueue...) -> Bool {
+        settle(all: queues)
     }
 
     /// ``settle(_:)`` for an array of queues.
-    func settle(all queues: [ConcurrentOperationQueue]) async -> Bool {
-        // Its waits block a thread: a thread of its own, not one of the cooperative pool. (Each
-        // wait inside is bounded; this bound only catches a wait that would not return.)
-        await offThePool(within: Stress.timeout * 4) { self.settleBlocking(queues) }
-    }
-
-    /// ``settle(_:)``, blocking the calling thread.
-    private func settleBlocking(_ queues: [ConcurrentOperationQueue]) -> Bool {
+    func settle(all queues: [ConcurrentOperationQueue]) -> Bool {
         closeParking()
         let deadline = stressDeadline()
         while ContinuousClock.now < deadline {

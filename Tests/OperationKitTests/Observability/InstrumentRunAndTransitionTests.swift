@@ -47,7 +47,7 @@ struct InstrumentRunAndTransitionTests {
     }
 
     @Test("workflow tasks: every transition told, with the workflow's name, in order")
-    func workflowTransitions() async throws {
+    func workflowTransitions() throws {
         let workflow = Workflow(name: "instrumented")
         // The outcome may come before the last transition was told (it is told by the thread
         // that made it, after the workflow's lock): wait for the transitions themselves.
@@ -64,7 +64,7 @@ struct InstrumentRunAndTransitionTests {
         try workflow.add(first)
         try workflow.add(second, prerequisites: [first])
         workflow.start()
-        #expect(await firstRound.opened(within: operationTestTimeout))
+        #expect(firstRound.wait(timeout: operationTestTimeout))
         #expect(instrument.transitions(of: first) == ["ready>executing", "executing>finished"])
         #expect(instrument.transitions(of: second) == ["ready>pending", "pending>ready", "ready>executing", "executing>failed"])
         #expect(instrument.workflowTaskEvents.allSatisfy { $0.workflowName == "instrumented" })
@@ -72,7 +72,7 @@ struct InstrumentRunAndTransitionTests {
         #expect((failed?.error as? InstrumentTestError) == InstrumentTestError(2))
 
         second.retry()
-        #expect(await secondRound.opened(within: operationTestTimeout))
+        #expect(secondRound.wait(timeout: operationTestTimeout))
         #expect(instrument.transitions(of: second).dropFirst(4) == ["failed>pending", "pending>ready", "ready>executing", "executing>failed"])
     }
 

@@ -5,7 +5,7 @@ import OperationKit
 import OperationKitTestSupport
 import Testing
 
-@Suite("Observability: operation events told to a queue's instrument", .serialized)
+@Suite("Observability: operation events told to a queue's instrument")
 struct OperationInstrumentTests {
     /// A queue with its own capturing instrument.
     static func instrumentedQueue(_ name: String) -> (ConcurrentOperationQueue, RecordingInstrument) {
@@ -15,8 +15,8 @@ struct OperationInstrumentTests {
         return (queue, instrument)
     }
 
-    static func drain(_ queue: ConcurrentOperationQueue, sourceLocation: SourceLocation = #_sourceLocation) async {
-        #expect(await queue.empties(within: operationTestTimeout), sourceLocation: sourceLocation)
+    static func drain(_ queue: ConcurrentOperationQueue) {
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
     }
 
     @Test("the instrument property reads back what was set; a new queue starts with the default")
@@ -31,11 +31,11 @@ struct OperationInstrumentTests {
     }
 
     @Test("a closure operation: added, ready, started, finished(succeeded) — once each, with its queue, times in order")
-    func plainLifecycle() async throws {
+    func plainLifecycle() throws {
         let (queue, instrument) = Self.instrumentedQueue("plain")
         let operation = ClosureOperation(name: "one") {}
         try queue.addOperation(operation)
-        await Self.drain(queue)
+        Self.drain(queue)
         #expect(instrument.kinds(of: operation) == ["added", "ready", "started", "finished(succeeded)"])
         let events = instrument.events(of: operation)
         #expect(events.allSatisfy { $0.queue === queue })
@@ -43,20 +43,20 @@ struct OperationInstrumentTests {
     }
 
     @Test("finished is told after the completion block and before a wait for the operation returns")
-    func finishedBeforeWaitReturns() async throws {
+    func finishedBeforeWaitReturns() throws {
         let (queue, instrument) = Self.instrumentedQueue("finished-order")
         let completed = Latch()
         let operation = ClosureOperation(name: "completing") {}
         operation.completionBlock = { completed.countDown() }
         try queue.addOperation(operation)
-        #expect(await returnsOffThePool { operation.waitUntilFinishedBlocking() })
+        operation.waitUntilFinishedBlocking()
         #expect(completed.count == 0)
         #expect(instrument.kinds(of: operation).last == "finished(succeeded)")
-        await Self.drain(queue)
+        Self.drain(queue)
     }
 
     @Test("cancelled before it starts: added, cancelled, ready, finished(cancelled); never started; cancelled once")
-    func cancelledBeforeStart() async throws {
+    func cancelledBeforeStart() throws {
         let (queue, instrument) = Self.instrumentedQueue("cancel-pending")
         queue.isSuspended = true
         let operation = ClosureOperation(name: "cancelled") {}
@@ -64,12 +64,12 @@ struct OperationInstrumentTests {
         operation.cancel()
         operation.cancel()
         queue.isSuspended = false
-        await Self.drain(queue)
+        Self.drain(queue)
         #expect(instrument.kinds(of: operation) == ["added", "cancelled", "ready", "finished(cancelled)"])
     }
 
     @Test("cancelled while executing: started, cancelled, then finished(cancelled) last")
-    func cancelledWhileExecuting() async throws {
+    func cancelledWhileExecuting() throws {
         let (queue, instrument) = Self.instrumentedQueue("cancel-executing")
         let entered = Latch()
         let release = Gate()
@@ -78,10 +78,10 @@ struct OperationInstrumentTests {
             _ = release.wait(timeout: operationTestTimeout)
         }
         try queue.addOperation(operation)
-        #expect(await entered.opened(within: operationTestTimeout))
+        #expect(entered.wait(timeout: operationTestTimeout))
         operation.cancel()
         release.open()
-        await Self.drain(queue)
+        Self.drain(queue)
         #expect(instrument.kinds(of: operation) == ["added", "ready", "started", "cancelled", "finished(cancelled)"])
     }
 
@@ -100,13 +100,13 @@ struct OperationInstrumentTests {
     }
 
     @Test("a dependency finishes before its dependent is ready; both told in lifecycle order")
-    func dependencyOrder() async throws {
+    func dependencyOrder() throws {
         let (queue, instrument) = Self.instrumentedQueue("dependencies")
         let first = ClosureOperation(name: "first") {}
         let second = ClosureOperation(name: "second") {}
         try second.addDependency(first)
         try queue.addOperations([second, first], waitUntilFinished: false)
-        await Self.drain(queue)
+        Self.drain(queue)
         #expect(instrument.kinds(of: first) == ["added", "ready", "started", "finished(succeeded)"])
         #expect(instrument.kinds(of: second) == ["added", "ready", "started", "finished(succeeded)"])
         let events = instrument.events
@@ -116,7 +116,7 @@ struct OperationInstrumentTests {
     }
 
     @Test("a batch add tells added for every operation; a refused add or batch tells nothing")
-    func refusedAddsNotTold() async throws {
+    func refusedAddsNotTold() throws {
         let (queue, instrument) = Self.instrumentedQueue("refusals")
         queue.isSuspended = true
         let batch = (0..<3).map { ClosureOperation(name: "batch\($0)") {} }
@@ -130,7 +130,7 @@ struct OperationInstrumentTests {
         try b.addDependency(a)
         #expect(caughtOperationError { try queue.addOperations([a, b], waitUntilFinished: false) } != nil)
         queue.isSuspended = false
-        await Self.drain(queue)
+        Self.drain(queue)
         for operation in batch {
             #expect(instrument.kinds(of: operation).filter { $0 == "added" }.count == 1)
             #expect(instrument.kinds(of: operation).last == "finished(succeeded)")
@@ -139,31 +139,31 @@ struct OperationInstrumentTests {
     }
 
     @Test("an instrument on queue A sees nothing of queue B's operations")
-    func queuesAreSeparate() async throws {
+    func queuesAreSeparate() throws {
         let (queueA, instrumentA) = Self.instrumentedQueue("A")
         let (queueB, instrumentB) = Self.instrumentedQueue("B")
         let onA = ClosureOperation(name: "onA") {}
         let onB = ClosureOperation(name: "onB") {}
         try queueA.addOperation(onA)
         try queueB.addOperation(onB)
-        await Self.drain(queueA)
-        await Self.drain(queueB)
+        Self.drain(queueA)
+        Self.drain(queueB)
         #expect(instrumentA.events.allSatisfy { $0.operation === onA && $0.queue === queueA })
         #expect(instrumentB.events.allSatisfy { $0.operation === onB && $0.queue === queueB })
         #expect(instrumentA.kinds(of: onA).count == 4 && instrumentB.kinds(of: onB).count == 4)
     }
 
     @Test("a queue whose instrument was removed tells nothing more")
-    func removed() async throws {
+    func removed() throws {
         let (queue, instrument) = Self.instrumentedQueue("removed")
         queue.instrument = nil
         try queue.addOperation(ClosureOperation(name: "untold") {})
-        await Self.drain(queue)
+        Self.drain(queue)
         #expect(instrument.events.isEmpty)
     }
 
     @Test("many operations under concurrency: each told added, ready, started, finished exactly once, in that order")
-    func manyOperations() async throws {
+    func manyOperations() throws {
         let (queue, instrument) = Self.instrumentedQueue("many")
         let operations = (0..<200).map { index in ClosureOperation(name: "op\(index)") {} }
         for (index, operation) in operations.enumerated() where index % 3 == 2 {
@@ -171,7 +171,7 @@ struct OperationInstrumentTests {
         }
         try queue.addOperations(operations, waitUntilFinished: false)
         for operation in operations.prefix(50) where operation.name!.hasSuffix("7") { operation.cancel() }
-        await Self.drain(queue)
+        Self.drain(queue)
         var byOperation: [ObjectIdentifier: [String]] = [:]
         for event in instrument.events { byOperation[ObjectIdentifier(event.operation), default: []].append(event.kind.shortName) }
         for operation in operations {

@@ -5,7 +5,7 @@ import OperationKit
 import OperationKitTestSupport
 import Testing
 
-@Suite("Observability: procedure events told to a queue's instrument", .serialized)
+@Suite("Observability: procedure events told to a queue's instrument")
 struct ProcedureInstrumentTests {
     typealias Support = OperationInstrumentTests
 
@@ -28,25 +28,25 @@ struct ProcedureInstrumentTests {
     }
 
     @Test("a satisfied condition: added, ready, conditionsEvaluated, started, finished(succeeded)")
-    func satisfiedCondition() async throws {
+    func satisfiedCondition() throws {
         let (queue, instrument) = Support.instrumentedQueue("conditions-satisfied")
         let procedure = ClosureProcedure(name: "guarded") {}
         try procedure.addCondition(ClosureCondition(name: "always") { _ in .satisfied })
         try queue.addOperation(procedure)
-        await Support.drain(queue)
+        Support.drain(queue)
         #expect(instrument.kinds(of: procedure) == ["added", "ready", "conditionsEvaluated", "started", "finished(succeeded)"])
         #expect(Self.conditions(of: procedure, in: instrument) == ["always=satisfied"])
     }
 
     @Test("a failing condition among several: the results in the order added, those never asked left out; cancelled with its error")
-    func failedConditions() async throws {
+    func failedConditions() throws {
         let (queue, instrument) = Support.instrumentedQueue("conditions-failed")
         let procedure = ClosureProcedure(name: "refused") {}
         try procedure.addCondition(ClosureCondition(name: "first") { _ in .satisfied })
         try procedure.addCondition(ClosureCondition(name: "second") { _ in .failed(InstrumentTestError(2)) })
         try procedure.addCondition(ClosureCondition(name: "third") { _ in .satisfied })
         try queue.addOperation(procedure)
-        await Support.drain(queue)
+        Support.drain(queue)
         #expect(Self.conditions(of: procedure, in: instrument) == ["first=satisfied", "second=failed"])
         #expect(instrument.kinds(of: procedure) == [
             "added", "ready", "conditionsEvaluated", "cancelled", "finished(cancelled)",
@@ -58,7 +58,7 @@ struct ProcedureInstrumentTests {
     }
 
     @Test("mutual exclusivity: the second procedure waits, then is granted once the first has finished")
-    func exclusivity() async throws {
+    func exclusivity() throws {
         let (queue, instrument) = Support.instrumentedQueue("exclusive")
         let category = "instrument-exclusivity-\(UInt(bitPattern: ObjectIdentifier(queue).hashValue))"
         let entered = Latch()
@@ -71,10 +71,10 @@ struct ProcedureInstrumentTests {
         try first.addCondition(MutuallyExclusive(category: category))
         try second.addCondition(MutuallyExclusive(category: category))
         try queue.addOperation(first)
-        #expect(await entered.opened(within: operationTestTimeout))
+        #expect(entered.wait(timeout: operationTestTimeout))
         try queue.addOperation(second)
         release.open()
-        await Support.drain(queue)
+        Support.drain(queue)
         let expected = ["added", "ready", "conditionsEvaluated", "exclusivityWaiting", "exclusivityGranted", "started", "finished(succeeded)"]
         #expect(instrument.kinds(of: first) == expected)
         #expect(instrument.kinds(of: second) == expected)
@@ -88,7 +88,7 @@ struct ProcedureInstrumentTests {
     }
 
     @Test("produce: the produced operation is told added on the queue, and the producer told produced before it finished")
-    func produced() async throws {
+    func produced() throws {
         let (queue, instrument) = Support.instrumentedQueue("produce")
         let child = ClosureOperation(name: "produced") {}
         let producer = ClosureProcedure<Void>(name: "producer", asynchronous: { procedure in
@@ -96,7 +96,7 @@ struct ProcedureInstrumentTests {
             procedure.finish()
         })
         try queue.addOperation(producer)
-        await Support.drain(queue)
+        Support.drain(queue)
         #expect(instrument.kinds(of: producer) == ["added", "ready", "started", "produced", "finished(succeeded)"])
         #expect(instrument.kinds(of: child) == ["added", "ready", "started", "finished(succeeded)"])
         let producedEvent = instrument.events(of: producer).first { $0.kind.shortName == "produced" }
@@ -104,20 +104,20 @@ struct ProcedureInstrumentTests {
     }
 
     @Test("a dependency made by a condition is told added to the procedure's queue")
-    func conditionDependency() async throws {
+    func conditionDependency() throws {
         let (queue, instrument) = Support.instrumentedQueue("condition-dependency")
         let made = Recorder<ConcurrentOperation>()
         let procedure = ClosureProcedure(name: "needs") {}
         try procedure.addCondition(DependencyMakingCondition(made: made))
         try queue.addOperation(procedure)
-        await Support.drain(queue)
+        Support.drain(queue)
         let dependency = try #require(made.values.first)
         #expect(instrument.kinds(of: dependency) == ["added", "ready", "started", "finished(succeeded)"])
         #expect(instrument.kinds(of: procedure).last == "finished(succeeded)")
     }
 
     @Test("retry: retrying(attempt: 2) with its delay, told to the retry's queue; the attempts told to the same instrument")
-    func retry() async throws {
+    func retry() throws {
         let (queue, instrument) = Support.instrumentedQueue("retry")
         let attempts = AtomicCounter()
         let retry = RetryOperation<Int>(name: "retry", maxAttempts: 3) { attempt in
@@ -127,7 +127,7 @@ struct ProcedureInstrumentTests {
             }
         }
         try queue.addOperation(retry)
-        await Support.drain(queue)
+        Support.drain(queue)
         #expect(instrument.kinds(of: retry) == ["added", "ready", "started", "retrying(2)", "finished(succeeded)"])
         let retrying = instrument.events(of: retry).first { $0.kind.shortName == "retrying(2)" }
         if case .retrying(let attempt, let delay)? = retrying?.kind {
@@ -138,7 +138,7 @@ struct ProcedureInstrumentTests {
     }
 
     @Test("a group added to an instrumented queue: its children are told to the same instrument, with the group's queue")
-    func groupChildren() async throws {
+    func groupChildren() throws {
         let (queue, instrument) = Support.instrumentedQueue("group-parent")
         // The first child holds the group open until the second is added (else the group may
         // finish first and refuse it).
@@ -149,7 +149,7 @@ struct ProcedureInstrumentTests {
         try queue.addOperation(group)
         try group.addChild(second)
         added.open()
-        await Support.drain(queue)
+        Support.drain(queue)
         #expect(instrument.kinds(of: group).first == "added")
         #expect(instrument.kinds(of: group).last == "finished(succeeded)")
         for child in [first, second] {

@@ -29,7 +29,7 @@ struct StallWatchdogTests {
         queue.stopStallWatchdog()
         #expect(!queue.isStallWatchdogOn)
         slow.finish()
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(reports.values.count == 1)
     }
 
@@ -52,7 +52,7 @@ struct StallWatchdogTests {
         }
         queue.stopStallWatchdog()
         queue.isSuspended = false
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
     }
 
     @Test("a wait-for cycle is reported")
@@ -78,7 +78,7 @@ struct StallWatchdogTests {
         #expect(found.steps.count == 4)
         queue.stopStallWatchdog()
         node.cancel()
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
     }
 
     @Test("a workflow's watchdog reports a task run executing too long")

@@ -148,12 +148,12 @@ struct TimelineRecorderTests {
     }
 
     @Test("memory is capped: events beyond maxEvents are dropped and counted")
-    func cap() async throws {
+    func cap() throws {
         let recorder = TimelineRecorder(maxEvents: 5)
         let queue = ConcurrentOperationQueue(name: "capped")
         queue.instrument = recorder
         for index in 0..<10 { try queue.addOperation(ClosureOperation(name: "op\(index)") {}) }
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(recorder.recordedEventCount == 5)
         #expect(recorder.droppedEventCount == 35)
         let (root, _) = try Self.parse(recorder.chromeTraceJSON())

@@ -4,7 +4,7 @@ import OperationKitTestSupport
 import Testing
 
 /// Issue 15 §1: wait-for cycles named in a snapshot, and the renders of the live graph.
-@Suite("Snapshot: wait-for cycles and renders", .serialized)
+@Suite("Snapshot: wait-for cycles and renders")
 struct WaitForCycleTests {
     /// A snapshot entry for the graph tests (no times, no children).
     func entry(
@@ -71,7 +71,7 @@ struct WaitForCycleTests {
         #expect(snapshot.dot.contains("color=red"))
 
         node.cancel()  // breaks the cycle: the node finishes without executing
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
     }
 
     @Test("two groups holding categories their children want the other way round: a cycle through categories")
@@ -105,11 +105,11 @@ struct WaitForCycleTests {
 
         childOfA.cancel()  // a waiting procedure cancelled withdraws its request: the groups finish
         childOfB.cancel()
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
     }
 
     @Test("the renders name every operation, its state, and mark the blocking edges")
-    func renders() async throws {
+    func renders() throws {
         let queue = ConcurrentOperationQueue(name: "snapshot.render")
         queue.isSuspended = true
         let first = ClosureOperation(name: "download") {}
@@ -136,7 +136,7 @@ struct WaitForCycleTests {
         #expect(dot.contains("label=\"resize \\\"big\\\"\\npending\""))
 
         queue.isSuspended = false
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
     }
 
     @Test("snapshots taken while operations are added, linked, run and finish: no crash, no race")
@@ -164,7 +164,7 @@ struct WaitForCycleTests {
             try queue.addOperations(operations + [group], waitUntilFinished: false)
             if round % 4 == 0 { operations.last?.cancel() }
         }
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         done.countDown()
         try await untilTrue { taken.value > 0 }
         #expect(queue.snapshot().operations.isEmpty)

@@ -5,10 +5,10 @@ import Testing
 
 /// `addDependencies(_:)`, the bulk form of `addDependency(_:)`, and what a cancelled dependent
 /// leaves behind in the dependencies it never waited for.
-@Suite("D. Bulk dependencies and cancelled dependents", .serialized)
+@Suite("D. Bulk dependencies and cancelled dependents")
 struct BulkDependencyTests {
     @Test("addDependencies before enqueueing: the dependent waits for every one")
-    func bulkBeforeEnqueue() async throws {
+    func bulkBeforeEnqueue() throws {
         let queue = ConcurrentOperationQueue(name: "bulk")
         queue.isSuspended = true
         let finished = AtomicCounter()
@@ -20,12 +20,12 @@ struct BulkDependencyTests {
         #expect(!sink.isReady)
         try queue.addOperations([sink] + sources, waitUntilFinished: false)
         queue.isSuspended = false
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(seen.values == [50])
     }
 
     @Test("dependents given one array of dependencies keep their own lists: adding to and removing from one leaves the others as they were")
-    func sharedArrayOfDependencies() async throws {
+    func sharedArrayOfDependencies() throws {
         let queue = ConcurrentOperationQueue(name: "bulk-shared")
         queue.isSuspended = true
         let layer = (0..<3).map { index in ClosureOperation(name: "l\(index)") {} }
@@ -53,13 +53,13 @@ struct BulkDependencyTests {
         #expect(layer.map(\.displayName) == ["l0", "l1", "l2"])
         try queue.addOperations(layer + [extra, first, second, third, fourth], waitUntilFinished: false)
         queue.isSuspended = false
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(Set(ran.values) == ["first", "second", "third", "fourth"])
         #expect([first, second, third, fourth].allSatisfy { $0.dependencies.isEmpty })
     }
 
     @Test("addDependencies on an enqueued operation registers each edge and detects a cycle")
-    func bulkWhileEnqueued() async throws {
+    func bulkWhileEnqueued() throws {
         let queue = ConcurrentOperationQueue(name: "bulk-enqueued")
         queue.isSuspended = true
         let a = ClosureOperation(name: "a") {}
@@ -74,7 +74,7 @@ struct BulkDependencyTests {
         #expect(Set(error?.operationNames ?? []) == ["a", "b", "c"])
         #expect(a.dependencies.isEmpty, "the refused edge is not kept")
         queue.isSuspended = false
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
     }
 
     @Test("addDependencies refuses self and a started operation, adding nothing")
@@ -89,7 +89,7 @@ struct BulkDependencyTests {
     }
 
     @Test("cancelled dependents are released before their dependency finishes, and it finishes cleanly")
-    func cancelledDependentsLeaveTheirDependency() async throws {
+    func cancelledDependentsLeaveTheirDependency() throws {
         let queue = ConcurrentOperationQueue(name: "cancelled-dependents")
         let gate = Gate()
         let dependency = ClosureOperation(name: "dependency") { _ = gate.wait(timeout: operationTestTimeout) }
@@ -103,14 +103,14 @@ struct BulkDependencyTests {
         }
         try queue.addOperations([dependency] + dependents, waitUntilFinished: false)
         for dependent in dependents { dependent.cancel() }
-        for dependent in dependents { #expect(await dependent.finishes(within: operationTestTimeout)) }
+        for dependent in dependents { #expect(dependent.waitUntilFinishedBlocking(timeout: operationTestTimeout)) }
         // The dependency is still executing; its dependents have finished and are let go.
         #expect(!dependency.isFinished)
         dependents.removeAll()
-        #expect(await released.opened(within: operationTestTimeout), "every cancelled dependent was deallocated")
+        #expect(released.wait(timeout: operationTestTimeout), "every cancelled dependent was deallocated")
         // Finishing now must not touch them.
         gate.open()
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(dependency.isFinished)
     }
 }

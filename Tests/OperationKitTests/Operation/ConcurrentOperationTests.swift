@@ -5,7 +5,7 @@ import Testing
 
 /// `ConcurrentOperation` and `ClosureOperation`: lifecycle, start without a queue, the completion
 /// block, cancellation (section C, operation layer) and waiting.
-@Suite("ConcurrentOperation lifecycle, cancellation and waiting", .serialized)
+@Suite("ConcurrentOperation lifecycle, cancellation and waiting")
 struct ConcurrentOperationTests {
     @Test("A1 a new operation is ready, not executing, not finished, not cancelled")
     func initialState() {
@@ -35,7 +35,7 @@ struct ConcurrentOperationTests {
     }
 
     @Test("A5 a subclass that finishes later: executing until finish() is called from another thread")
-    func manualFinishFromAnotherThread() async throws {
+    func manualFinishFromAnotherThread() throws {
         let operation = ManuallyFinishedOperation(name: "manual")
         let completions = AtomicCounter()
         let completed = Latch()
@@ -55,9 +55,9 @@ struct ConcurrentOperationTests {
             finishedByOtherThread.record(operation.finish())
             finishReturned.countDown()
         }
-        #expect(await completed.opened(within: operationTestTimeout))
-        #expect(await finishReturned.opened(within: operationTestTimeout))
-        #expect(await operation.finishes(within: operationTestTimeout))
+        #expect(completed.wait(timeout: operationTestTimeout))
+        #expect(finishReturned.wait(timeout: operationTestTimeout))
+        #expect(operation.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         #expect(finishedByOtherThread.values == [true])
         #expect(operation.isFinished)
         #expect(!operation.isExecuting)
@@ -105,7 +105,7 @@ struct ConcurrentOperationTests {
     }
 
     @Test("completion block holds no lock: it may add operations to the queue and cancel others")
-    func completionBlockMayUseTheQueue() async throws {
+    func completionBlockMayUseTheQueue() throws {
         let queue = try ConcurrentOperationQueue(name: "reentrant", maxConcurrentOperationCount: 1)
         queue.isSuspended = true
         let log = Recorder<String>()
@@ -118,8 +118,8 @@ struct ConcurrentOperationTests {
         }
         try queue.addOperations([first, victim], waitUntilFinished: false)
         queue.isSuspended = false
-        #expect(await added.finishes(within: operationTestTimeout))
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(added.waitUntilFinishedBlocking(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(Array(log.values.prefix(2)) == ["first", "added ok"])
         #expect(log.values.last == "added")
         #expect(!log.values.contains("victim"))
@@ -143,7 +143,7 @@ struct ConcurrentOperationTests {
     }
 
     @Test("C20 cancel before queuing: its work never runs, it ends finished, completion block runs")
-    func cancelBeforeQueuing() async throws {
+    func cancelBeforeQueuing() throws {
         let queue = ConcurrentOperationQueue(name: "C20")
         let operation = ManuallyFinishedOperation(name: "cancelled before queuing")
         let completed = Latch()
@@ -151,15 +151,15 @@ struct ConcurrentOperationTests {
         operation.cancel()
         #expect(operation.isCancelled)
         try queue.addOperation(operation)
-        #expect(await completed.opened(within: operationTestTimeout))
-        #expect(await operation.finishes(within: operationTestTimeout))
+        #expect(completed.wait(timeout: operationTestTimeout))
+        #expect(operation.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         #expect(operation.executions.value == 0)
         #expect(operation.isFinished)
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
     }
 
     @Test("C21/C22 cancelled in a suspended queue: not finished until the queue resumes, never runs")
-    func cancelInSuspendedQueue() async throws {
+    func cancelInSuspendedQueue() throws {
         let queue = ConcurrentOperationQueue(name: "C21")
         queue.isSuspended = true
         let operation = ManuallyFinishedOperation(name: "suspended")
@@ -171,35 +171,35 @@ struct ConcurrentOperationTests {
         #expect(!operation.isFinished)
         #expect(completions.value == 0)
         queue.isSuspended = false
-        #expect(await operation.finishes(within: operationTestTimeout))
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(operation.waitUntilFinishedBlocking(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(operation.executions.value == 0)
         #expect(completions.value == 1)
     }
 
     @Test("C23/C29 cancel while executing only sets the flag; the operation finishes itself")
-    func cancelWhileExecuting() async throws {
+    func cancelWhileExecuting() throws {
         let queue = ConcurrentOperationQueue(name: "C23")
         let operation = ManuallyFinishedOperation(name: "executing")
         let completions = AtomicCounter()
         operation.completionBlock = { completions.increment() }
         try queue.addOperation(operation)
-        #expect(await operation.executed.opened(within: operationTestTimeout))
+        #expect(operation.executed.wait(timeout: operationTestTimeout))
         operation.cancel()
         #expect(operation.isCancelled)
         #expect(operation.isExecuting)
         #expect(!operation.isFinished)
         #expect(queue.operationCount == 1)
-        #expect(!(await operation.finishes(within: .milliseconds(1))), "it does not finish by itself")
+        #expect(!operation.waitUntilFinishedBlocking(timeout: .milliseconds(1)), "it does not finish by itself")
         #expect(operation.finish())
         #expect(operation.isFinished)
         #expect(operation.isCancelled)
         #expect(completions.value == 1)
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
     }
 
     @Test("C23 cancelled from inside its own work: still executing until it finishes itself")
-    func cancelFromInsideWork() async throws {
+    func cancelFromInsideWork() throws {
         let queue = ConcurrentOperationQueue(name: "C23-self")
         let seen = Recorder<[Bool]>()
         let operation = ClosureOperation(name: "self-cancelling", asynchronous: { operation in
@@ -208,13 +208,13 @@ struct ConcurrentOperationTests {
             operation.finish()
         })
         try queue.addOperation(operation)
-        #expect(await operation.finishes(within: operationTestTimeout))
+        #expect(operation.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         #expect(seen.values == [[true, true, false]])
         #expect(operation.isCancelled)
     }
 
     @Test("C25 cancel after finish changes nothing, also from another thread")
-    func cancelAfterFinish() async throws {
+    func cancelAfterFinish() throws {
         let operation = ClosureOperation(name: "finished") {}
         try operation.start()
         #expect(operation.isFinished)
@@ -225,7 +225,7 @@ struct ConcurrentOperationTests {
             operation.cancel()
             done.countDown()
         }
-        #expect(await done.opened(within: operationTestTimeout))
+        #expect(done.wait(timeout: operationTestTimeout))
         #expect(!operation.isCancelled)
         #expect(operation.isFinished)
     }
@@ -254,7 +254,7 @@ struct ConcurrentOperationTests {
     }
 
     @Test("ClosureOperation: the asynchronous form finishes when the callback calls finish()")
-    func asynchronousClosure() async throws {
+    func asynchronousClosure() throws {
         let gate = Gate()
         let operation = ClosureOperation(name: "async", asynchronous: { operation in
             DispatchQueue.global().async {
@@ -266,12 +266,12 @@ struct ConcurrentOperationTests {
         #expect(operation.isExecuting)
         #expect(!operation.isFinished)
         gate.open()
-        #expect(await operation.finishes(within: operationTestTimeout))
+        #expect(operation.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         #expect(operation.isFinished)
     }
 
     @Test("ClosureOperation in a queue: the asynchronous form may call finish() from a callback thread")
-    func asynchronousClosureInQueue() async throws {
+    func asynchronousClosureInQueue() throws {
         let queue = ConcurrentOperationQueue(name: "callback")
         let completions = AtomicCounter()
         let operation = ClosureOperation(name: "callback", asynchronous: { operation in
@@ -279,41 +279,41 @@ struct ConcurrentOperationTests {
         })
         operation.completionBlock = { completions.increment() }
         try queue.addOperation(operation)
-        #expect(await operation.finishes(within: operationTestTimeout))
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(operation.waitUntilFinishedBlocking(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(completions.value == 1)
         let after = queue.addOperation {}
-        #expect(await after.finishes(within: operationTestTimeout), "the slot was given back")
+        #expect(after.waitUntilFinishedBlocking(timeout: operationTestTimeout), "the slot was given back")
     }
 
     @Test("waitUntilFinished blocks until another thread finishes the operation")
-    func waitUntilFinishedSync() async throws {
+    func waitUntilFinishedSync() throws {
         let operation = ManuallyFinishedOperation(name: "awaited")
         try operation.start()
         let waited = Latch()
         let sawFinished = Recorder<Bool>()
-        BlockingWaits.run {  // a thread of its own, blocked until the operation finishes
+        DispatchQueue.global().async {
             operation.waitUntilFinishedBlocking()
             sawFinished.record(operation.isFinished)
             waited.countDown()
         }
         #expect(sawFinished.values.isEmpty)
         operation.finish()
-        #expect(await waited.opened(within: operationTestTimeout))
+        #expect(waited.wait(timeout: operationTestTimeout))
         #expect(sawFinished.values == [true])
-        #expect(await returnsOffThePool { operation.waitUntilFinishedBlocking() }, "returns at once once finished")
+        operation.waitUntilFinishedBlocking()  // returns at once once finished
     }
 
     @Test("waitUntilFinishedBlocking(timeout:) returns false while unfinished, true once finished")
-    func waitUntilFinishedTimeout() async throws {
+    func waitUntilFinishedTimeout() throws {
         let operation = ManuallyFinishedOperation(name: "timed")
-        #expect(!(await operation.finishes(within: .milliseconds(10))), "never started")
+        #expect(!operation.waitUntilFinishedBlocking(timeout: .milliseconds(10)), "never started")
         try operation.start()
-        #expect(!(await operation.finishes(within: .milliseconds(10))), "still executing")
+        #expect(!operation.waitUntilFinishedBlocking(timeout: .milliseconds(10)), "still executing")
         #expect(!operation.isFinished)
         operation.finish()
-        #expect(await operation.finishes(within: .milliseconds(10)))
-        #expect(await operation.finishes(within: .zero))
+        #expect(operation.waitUntilFinishedBlocking(timeout: .milliseconds(10)))
+        #expect(operation.waitUntilFinishedBlocking(timeout: .zero))
     }
 
     @Test("waitUntilFinished async resumes when the operation finishes, at once if already finished")
@@ -329,7 +329,7 @@ struct ConcurrentOperationTests {
     }
 
     @Test("A11 an operation that never started is deallocated, with its dependency")
-    func neverStartedOperationIsReleased() async throws {
+    func neverStartedOperationIsReleased() throws {
         let dependentGone = Latch()
         let dependencyGone = Latch()
         do {
@@ -338,7 +338,7 @@ struct ConcurrentOperationTests {
             try dependent.addDependency(dependency)
             #expect(!dependent.isReady)
         }
-        #expect(await dependentGone.opened(within: operationTestTimeout))
-        #expect(await dependencyGone.opened(within: operationTestTimeout))
+        #expect(dependentGone.wait(timeout: operationTestTimeout))
+        #expect(dependencyGone.wait(timeout: operationTestTimeout))
     }
 }

@@ -5,7 +5,7 @@ import Testing
 
 /// Section D (operation layer) and A8: dependencies between `ConcurrentOperation`s, in one
 /// queue, across queues and with no queue at all. A cancelled dependency counts as finished.
-@Suite("D. Dependencies (operation layer)", .serialized)
+@Suite("D. Dependencies (operation layer)")
 struct DependencyTests {
     @Test("A8 readiness includes dependencies: B is ready only once A has finished")
     func readinessIncludesDependencies() throws {
@@ -24,7 +24,7 @@ struct DependencyTests {
     }
 
     @Test("A8 readiness of an enqueued operation follows its dependency")
-    func enqueuedReadiness() async throws {
+    func enqueuedReadiness() throws {
         let queue = ConcurrentOperationQueue(name: "A8")
         queue.isSuspended = true
         let a = ClosureOperation(name: "A") {}
@@ -34,12 +34,12 @@ struct DependencyTests {
         #expect(a.isReady)
         #expect(!b.isReady)
         queue.isSuspended = false
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(a.isFinished && b.isFinished)
     }
 
     @Test("D35 order: C depends on B depends on A, queued in reverse, run A, B, C")
-    func orderQueuedInReverse() async throws {
+    func orderQueuedInReverse() throws {
         let queue = ConcurrentOperationQueue(name: "D35")
         let log = Recorder<String>()
         let a = LoggingOperation(name: "A", log: log)
@@ -50,24 +50,24 @@ struct DependencyTests {
         try queue.addOperation(c)
         try queue.addOperation(b)
         try queue.addOperation(a)
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == ["A", "B", "C"])
         #expect([a, b, c].allSatisfy { $0.sawDependenciesFinished })
     }
 
     @Test("D35 order holds for a batch added in reverse with addOperations")
-    func orderBatchInReverse() async throws {
+    func orderBatchInReverse() throws {
         let queue = ConcurrentOperationQueue(name: "D35-batch")
         let log = Recorder<String>()
         let chain = (0..<10).map { LoggingOperation(name: "op\($0)", log: log) }
         for index in 1..<chain.count { try chain[index].addDependency(chain[index - 1]) }
-        try await throwingOffThePool { try queue.addOperations(chain.reversed(), waitUntilFinished: true) }
+        try queue.addOperations(chain.reversed(), waitUntilFinished: true)
         #expect(log.values == chain.map(\.displayName))
         #expect(chain.allSatisfy { $0.sawDependenciesFinished })
     }
 
     @Test("D36 a dependency cancelled before queuing still lets its dependent run")
-    func cancelledBeforeQueuingDependencyStillRuns() async throws {
+    func cancelledBeforeQueuingDependencyStillRuns() throws {
         let queue = ConcurrentOperationQueue(name: "D36-before")
         let log = Recorder<String>()
         let a = LoggingOperation(name: "A", log: log)
@@ -75,7 +75,7 @@ struct DependencyTests {
         try b.addDependency(a)
         a.cancel()
         try queue.addOperations([b, a], waitUntilFinished: false)
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == ["B"])
         #expect(a.isFinished && a.isCancelled)
         #expect(b.isFinished && !b.isCancelled)
@@ -83,7 +83,7 @@ struct DependencyTests {
     }
 
     @Test("D36 a dependency cancelled after queuing still lets its dependent run")
-    func cancelledAfterQueuingDependencyStillRuns() async throws {
+    func cancelledAfterQueuingDependencyStillRuns() throws {
         let queue = ConcurrentOperationQueue(name: "D36-after")
         queue.isSuspended = true
         let log = Recorder<String>()
@@ -93,14 +93,14 @@ struct DependencyTests {
         try queue.addOperations([a, b], waitUntilFinished: false)
         a.cancel()
         queue.isSuspended = false
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == ["B"])
         #expect(!b.isCancelled)
         #expect(b.sawDependenciesFinished)
     }
 
     @Test("D37/C31 no propagation: B cancelled while A runs finishes at once; C still runs")
-    func noCancelPropagation() async throws {
+    func noCancelPropagation() throws {
         let queue = ConcurrentOperationQueue(name: "D37")
         let log = Recorder<String>()
         let gate = Gate()
@@ -114,20 +114,20 @@ struct DependencyTests {
         try b.addDependency(a)
         try c.addDependency(b)
         try queue.addOperations([a, b, c], waitUntilFinished: false)
-        #expect(await aStarted.opened(within: operationTestTimeout))
+        #expect(aStarted.wait(timeout: operationTestTimeout))
         b.cancel()
-        #expect(await b.finishes(within: operationTestTimeout), "B does not wait for A")
-        #expect(await c.finishes(within: operationTestTimeout), "C runs after B, A still running")
+        #expect(b.waitUntilFinishedBlocking(timeout: operationTestTimeout), "B does not wait for A")
+        #expect(c.waitUntilFinishedBlocking(timeout: operationTestTimeout), "C runs after B, A still running")
         #expect(a.isExecuting)
         #expect(!c.isCancelled)
         gate.open()
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == ["C", "A"])
         #expect(b.isCancelled && b.isFinished)
     }
 
     @Test("C31 cancelled while pending on a dependency: ready at once, finishes without running")
-    func cancelledWhilePending() async throws {
+    func cancelledWhilePending() throws {
         let queue = ConcurrentOperationQueue(name: "C31")
         queue.isSuspended = true
         let log = Recorder<String>()
@@ -140,13 +140,13 @@ struct DependencyTests {
         #expect(b.isReady)
         #expect(!b.isFinished)
         queue.isSuspended = false
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == ["A"])
         #expect(b.isFinished && b.isCancelled)
     }
 
     @Test("D dependency in another queue: the dependent waits for it")
-    func dependencyAcrossQueues() async throws {
+    func dependencyAcrossQueues() throws {
         let first = ConcurrentOperationQueue(name: "first")
         let second = ConcurrentOperationQueue(name: "second")
         let log = Recorder<String>()
@@ -158,15 +158,15 @@ struct DependencyTests {
         try first.addOperation(a)
         #expect(!b.isReady)
         gate.open()
-        #expect(await b.finishes(within: operationTestTimeout))
+        #expect(b.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == ["A", "B"])
         #expect(b.sawDependenciesFinished)
-        #expect(await first.empties(within: operationTestTimeout))
-        #expect(await second.empties(within: operationTestTimeout))
+        #expect(first.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
+        #expect(second.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
     }
 
     @Test("D dependency in no queue: the dependent runs once the dependency is started by hand")
-    func dependencyInNoQueue() async throws {
+    func dependencyInNoQueue() throws {
         let queue = ConcurrentOperationQueue(name: "D-none")
         let log = Recorder<String>()
         let a = LoggingOperation(name: "A", log: log)
@@ -177,13 +177,13 @@ struct DependencyTests {
         #expect(!b.isReady)
         #expect(log.values.isEmpty)
         try a.start()
-        #expect(await b.finishes(within: operationTestTimeout))
+        #expect(b.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == ["A", "B"])
         #expect(b.sawDependenciesFinished)
     }
 
     @Test("D removeDependency makes an enqueued operation ready")
-    func removeDependencyMakesReady() async throws {
+    func removeDependencyMakesReady() throws {
         let queue = ConcurrentOperationQueue(name: "D-remove")
         let log = Recorder<String>()
         let a = LoggingOperation(name: "A", log: log)
@@ -193,14 +193,14 @@ struct DependencyTests {
         #expect(!b.isReady)
         b.removeDependency(a)
         #expect(b.dependencies.isEmpty)
-        #expect(await b.finishes(within: operationTestTimeout))
+        #expect(b.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == ["B"])
         #expect(!a.isFinished)
         b.removeDependency(a)  // not a dependency any more: nothing happens
     }
 
     @Test("D removeDependency of one of two dependencies keeps the operation waiting for the other")
-    func removeOneOfTwoDependencies() async throws {
+    func removeOneOfTwoDependencies() throws {
         let queue = ConcurrentOperationQueue(name: "D-remove-one")
         let log = Recorder<String>()
         let a = LoggingOperation(name: "A", log: log)
@@ -213,12 +213,12 @@ struct DependencyTests {
         #expect(!b.isReady)
         #expect(b.dependencies.map(\.displayName) == ["other"])
         try other.start()
-        #expect(await b.finishes(within: operationTestTimeout))
+        #expect(b.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == ["other", "B"])
     }
 
     @Test("D addDependency after enqueue on a suspended queue is honoured")
-    func addDependencyAfterEnqueue() async throws {
+    func addDependencyAfterEnqueue() throws {
         let queue = try ConcurrentOperationQueue(name: "D-late", maxConcurrentOperationCount: 1)
         queue.isSuspended = true
         let log = Recorder<String>()
@@ -230,13 +230,13 @@ struct DependencyTests {
         try b.addDependency(a)
         #expect(!b.isReady)
         queue.isSuspended = false
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == ["A", "B"])
         #expect(b.sawDependenciesFinished)
     }
 
     @Test("D addDependency after enqueue on an already finished operation does not hold it back")
-    func addFinishedDependencyAfterEnqueue() async throws {
+    func addFinishedDependencyAfterEnqueue() throws {
         let queue = ConcurrentOperationQueue(name: "D-late-finished")
         queue.isSuspended = true
         let log = Recorder<String>()
@@ -247,12 +247,12 @@ struct DependencyTests {
         try b.addDependency(a)
         #expect(b.isReady)
         queue.isSuspended = false
-        #expect(await b.finishes(within: operationTestTimeout))
+        #expect(b.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == ["A", "B"])
     }
 
     @Test("D the same dependency added twice, before and after enqueue, is harmless")
-    func duplicateDependency() async throws {
+    func duplicateDependency() throws {
         let queue = ConcurrentOperationQueue(name: "D-duplicate")
         queue.isSuspended = true
         let log = Recorder<String>()
@@ -264,13 +264,13 @@ struct DependencyTests {
         try b.addDependency(a)
         #expect(b.dependencies.count == 3)
         queue.isSuspended = false
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == ["A", "B"])
         #expect(b.sawDependenciesFinished)
     }
 
     @Test("D removeDependency of a dependency added twice removes both")
-    func removeDuplicateDependency() async throws {
+    func removeDuplicateDependency() throws {
         let queue = ConcurrentOperationQueue(name: "D-remove-duplicate")
         let log = Recorder<String>()
         let a = LoggingOperation(name: "A", log: log)
@@ -281,24 +281,24 @@ struct DependencyTests {
         try b.addDependency(a)
         b.removeDependency(a)
         #expect(b.dependencies.isEmpty)
-        #expect(await b.finishes(within: operationTestTimeout))
+        #expect(b.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == ["B"])
     }
 
     @Test("D the completion block of a dependency runs before its dependent starts")
-    func completionBeforeDependents() async throws {
+    func completionBeforeDependents() throws {
         let queue = ConcurrentOperationQueue(name: "D-completion")
         let log = Recorder<String>()
         let a = LoggingOperation(name: "A", log: log)
         a.completionBlock = { log.record("A completion") }
         let b = LoggingOperation(name: "B", log: log)
         try b.addDependency(a)
-        try await throwingOffThePool { try queue.addOperations([a, b], waitUntilFinished: true) }
+        try queue.addOperations([a, b], waitUntilFinished: true)
         #expect(log.values == ["A", "A completion", "B"])
     }
 
     @Test("D a diamond: D waits for B and C, which both wait for A")
-    func diamond() async throws {
+    func diamond() throws {
         let queue = ConcurrentOperationQueue(name: "D-diamond")
         let log = Recorder<String>()
         let a = LoggingOperation(name: "A", log: log)
@@ -309,7 +309,7 @@ struct DependencyTests {
         try c.addDependency(a)
         try d.addDependency(b)
         try d.addDependency(c)
-        try await throwingOffThePool { try queue.addOperations([d, c, b, a], waitUntilFinished: true) }
+        try queue.addOperations([d, c, b, a], waitUntilFinished: true)
         let order = log.values
         #expect(order.first == "A")
         #expect(order.last == "D")

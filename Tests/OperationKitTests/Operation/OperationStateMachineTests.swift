@@ -5,7 +5,7 @@ import Testing
 
 /// Section A of SCENARIOS.md on the public `OperationStateMachine`. Illegal events (A4, A6) are
 /// in `MisuseTests`.
-@Suite("A. OperationStateMachine", .serialized)
+@Suite("A. OperationStateMachine")
 struct OperationStateMachineTests {
     /// The object that owns a machine in these tests.
     final class Host {}
@@ -24,7 +24,7 @@ struct OperationStateMachineTests {
     }
 
     @Test("A2 start: executing before start returns; the execution block runs later on the dispatch queue")
-    func startIsAsynchronousOnTheDispatchQueue() async throws {
+    func startIsAsynchronousOnTheDispatchQueue() throws {
         let tagged = TaggedDispatchQueue("A2")
         let host = Host()
         let machine = OperationStateMachine(operation: host, dispatchQueue: tagged.queue)
@@ -42,7 +42,7 @@ struct OperationStateMachineTests {
         #expect(!machine.isFinished)
         #expect(ranOnQueue.values.isEmpty)
         tagged.queue.resume()
-        #expect(await ran.opened(within: operationTestTimeout))
+        #expect(ran.wait(timeout: operationTestTimeout))
         #expect(ranOnQueue.values == [true])
         #expect(machine.isExecuting)
         try machine.finish()
@@ -51,7 +51,7 @@ struct OperationStateMachineTests {
     }
 
     @Test("A5 finish from another thread: finalization runs while still executing, then finished")
-    func finishFromAnotherThread() async throws {
+    func finishFromAnotherThread() throws {
         let host = Host()
         let machine = OperationStateMachine(operation: host, dispatchQueue: TaggedDispatchQueue("A5").queue)
         let seenDuringFinalization = Recorder<[Bool]>()
@@ -66,7 +66,7 @@ struct OperationStateMachineTests {
             finishThrew.record(caughtOperationError { try machine.finish() } != nil)
             finished.countDown()
         }
-        #expect(await finished.opened(within: operationTestTimeout))
+        #expect(finished.wait(timeout: operationTestTimeout))
         #expect(finishThrew.values == [false])
         #expect(seenDuringFinalization.values == [[true, false]])
         #expect(machine.isFinished)
@@ -77,7 +77,7 @@ struct OperationStateMachineTests {
     }
 
     @Test("A7 cancel flags only, on a ready machine: block once on the dispatch queue, no state change")
-    func cancelReadyMachine() async throws {
+    func cancelReadyMachine() throws {
         let host = Host()
         let tagged = TaggedDispatchQueue("A7-ready")
         let machine = OperationStateMachine(operation: host, dispatchQueue: tagged.queue)
@@ -90,14 +90,14 @@ struct OperationStateMachineTests {
         #expect(!machine.isExecuting)
         #expect(!machine.isFinished)
         #expect(!machine.cancel(), "a second cancel does nothing")
-        #expect(await returnsOffThePool { tagged.queue.sync {} })  // the queue is serial: every block dispatched so far has run
+        tagged.queue.sync {}  // the queue is serial: every block dispatched so far has run
         #expect(cancellations.values == [true])
         #expect(machine.isReady, "cancel alone never finishes the machine")
         withExtendedLifetime(host) {}
     }
 
     @Test("A7 cancel flags only, on an executing machine: finished only when finish is called")
-    func cancelExecutingMachine() async throws {
+    func cancelExecutingMachine() throws {
         let host = Host()
         let tagged = TaggedDispatchQueue("A7-executing")
         let machine = OperationStateMachine(operation: host, dispatchQueue: tagged.queue)
@@ -111,7 +111,7 @@ struct OperationStateMachineTests {
         #expect(machine.isCancelled)
         #expect(machine.isExecuting)
         #expect(!machine.isFinished)
-        #expect(await returnsOffThePool { tagged.queue.sync {} })
+        tagged.queue.sync {}
         #expect(cancellations.value == 1)
         #expect(machine.isExecuting, "the cancellation block ran, the machine still executes")
         #expect(!machine.cancel())
@@ -119,14 +119,14 @@ struct OperationStateMachineTests {
         #expect(machine.isFinished)
         #expect(machine.isCancelled)
         #expect(!machine.cancel(), "cancel after finish does nothing")
-        #expect(await returnsOffThePool { tagged.queue.sync {} })
+        tagged.queue.sync {}
         #expect(cancellations.value == 1)
         #expect(finalizations.value == 1)
         withExtendedLifetime(host) {}
     }
 
     @Test("A7/C25 cancel after finish does nothing: not cancelled, no cancellation block")
-    func cancelAfterFinish() async throws {
+    func cancelAfterFinish() throws {
         let host = Host()
         let tagged = TaggedDispatchQueue("A7-finished")
         let machine = OperationStateMachine(operation: host, dispatchQueue: tagged.queue)
@@ -138,13 +138,13 @@ struct OperationStateMachineTests {
         #expect(!machine.cancel())
         #expect(!machine.isCancelled)
         #expect(machine.isFinished)
-        #expect(await returnsOffThePool { tagged.queue.sync {} })
+        tagged.queue.sync {}
         #expect(cancellations.value == 0)
         withExtendedLifetime(host) {}
     }
 
     @Test("A9 cancelled before start: start finishes it without running the execution block")
-    func cancelledBeforeStart() async throws {
+    func cancelledBeforeStart() throws {
         let host = Host()
         let tagged = TaggedDispatchQueue("A9-before")
         let machine = OperationStateMachine(operation: host, dispatchQueue: tagged.queue)
@@ -158,8 +158,8 @@ struct OperationStateMachineTests {
         }
         machine.cancel()
         try machine.start()
-        #expect(await finalized.opened(within: operationTestTimeout))
-        #expect(await returnsOffThePool { tagged.queue.sync {} })
+        #expect(finalized.wait(timeout: operationTestTimeout))
+        tagged.queue.sync {}
         #expect(executions.value == 0)
         #expect(finalizedOnQueue.values == [true])
         #expect(machine.isFinished)
@@ -168,7 +168,7 @@ struct OperationStateMachineTests {
     }
 
     @Test("A9 cancelled during its work: still ends finished, cancelled, finalized once")
-    func cancelledDuringWork() async throws {
+    func cancelledDuringWork() throws {
         let host = Host()
         let machine = OperationStateMachine(operation: host, dispatchQueue: TaggedDispatchQueue("A9-during").queue)
         let finalizations = AtomicCounter()
@@ -181,7 +181,7 @@ struct OperationStateMachineTests {
             done.countDown()
         }
         try machine.start()
-        #expect(await done.opened(within: operationTestTimeout))
+        #expect(done.wait(timeout: operationTestTimeout))
         #expect(machine.isFinished)
         #expect(machine.isCancelled)
         #expect(finalizations.value == 1)
@@ -220,15 +220,15 @@ struct OperationStateMachineTests {
     }
 
     @Test("A11 no retain cycle: blocks that capture the owner are released once the machine finishes")
-    func blocksAreReleasedAfterFinishing() async throws {
+    func blocksAreReleasedAfterFinishing() throws {
         let deallocated = Latch()
         let executed = Latch()
         do {
             let host = try SelfCapturingHost(deallocated: deallocated, executed: executed)
             try host.machine.start()
         }
-        #expect(await executed.opened(within: operationTestTimeout))
-        #expect(await deallocated.opened(within: operationTestTimeout))
+        #expect(executed.wait(timeout: operationTestTimeout))
+        #expect(deallocated.wait(timeout: operationTestTimeout))
     }
 
     @Test("A12 withLock runs on the caller's thread and may re-enter start, cancel and the state")
@@ -250,28 +250,23 @@ struct OperationStateMachineTests {
     }
 
     @Test("A12 withLock holds the lock that guards cancel")
-    func withLockExcludesCancel() async {
+    func withLockExcludesCancel() {
         let host = Host()
         let machine = OperationStateMachine(operation: host, dispatchQueue: .global())
         let order = Recorder<String>()
         let aboutToCancel = Latch()
         let cancelled = Latch()
-        // The lock is held, and the wait inside it made, on a thread of its own.
-        let sawCancelStart = await waitingOffThePoolReturning {
-            machine.withLock { () -> Bool in
-                DispatchQueue.global().async {
-                    aboutToCancel.countDown()
-                    machine.cancel()
-                    order.record("cancel returned")
-                    cancelled.countDown()
-                }
-                let opened = aboutToCancel.wait(timeout: operationTestTimeout)
-                order.record("lock released")
-                return opened
+        machine.withLock {
+            DispatchQueue.global().async {
+                aboutToCancel.countDown()
+                machine.cancel()
+                order.record("cancel returned")
+                cancelled.countDown()
             }
+            #expect(aboutToCancel.wait(timeout: operationTestTimeout))
+            order.record("lock released")
         }
-        #expect(sawCancelStart == true)
-        #expect(await cancelled.opened(within: operationTestTimeout))
+        #expect(cancelled.wait(timeout: operationTestTimeout))
         #expect(order.values == ["lock released", "cancel returned"])
         #expect(machine.isCancelled)
         withExtendedLifetime(host) {}

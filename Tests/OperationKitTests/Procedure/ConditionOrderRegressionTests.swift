@@ -31,7 +31,7 @@ private struct SlowToMake: OperationCondition {
 @Suite("Conditions: the leading (injection) conditions come first")
 struct ConditionOrderRegressionTests {
     @Test("a condition added before an injection is not started while the injection's gate is being made")
-    func leadingConditionsBeforeTheOthers() async throws {
+    func leadingConditionsBeforeTheOthers() throws {
         let deterministic = DeterministicQueue()
         let log = Recorder<String>()
         let making = Gate()
@@ -48,13 +48,13 @@ struct ConditionOrderRegressionTests {
             try? deterministic.addOperation(procedure)
             added.open()
         }
-        #expect(await making.opened(within: .seconds(30)))
+        #expect(making.wait(timeout: .seconds(30)))
         // A worker takes the procedure while the leading condition's gate is closed: nothing may
         // be evaluated yet.
         deterministic.runNext()
         #expect(log.values == [])
         release.open()
-        #expect(await added.opened(within: .seconds(30)))
+        #expect(added.wait(timeout: .seconds(30)))
         deterministic.runUntilIdle()
         #expect(log.values == ["first", "closure", "body"])
         #expect(procedure.isFinished && !procedure.isCancelled)

@@ -46,18 +46,8 @@ let procedureTestLaterQueue = DispatchQueue(label: "procedure-tests.later", attr
 
 /// Runs the blocking `wait` outside the global pool and returns its result.
 func waitingOffThePool(_ wait: @escaping @Sendable () -> Bool) async -> Bool {
-    // The block lets go of `wait` (and what it captured) before the test goes on.
-    let work = Locked<(@Sendable () -> Bool)?>(wait)
-    return await withCheckedContinuation { continuation in
-        onThreadOfItsOwn {
-            var run = work.withLock { work in
-                defer { work = nil }
-                return work
-            }
-            let opened = run?() ?? false
-            run = nil
-            continuation.resume(returning: opened)
-        }
+    await withCheckedContinuation { continuation in
+        onThreadOfItsOwn { continuation.resume(returning: wait()) }
     }
 }
 
@@ -83,13 +73,13 @@ extension ConcurrentOperationQueue {
     }
 }
 
-/// Polls `condition` (with ``pollPause()`` between looks) until it holds or `timeout` passes; for the rare
+/// Polls `condition` (yielding, never sleeping) until it holds or `timeout` passes; for the rare
 /// state that has no event to wait for.
 func eventually(within timeout: Duration = procedureTimeout, _ condition: () -> Bool) async -> Bool {
     let deadline = ContinuousClock.now + timeout
     while !condition() {
         if ContinuousClock.now > deadline { return false }
-        await pollPause()
+        await Task.yield()
     }
     return true
 }

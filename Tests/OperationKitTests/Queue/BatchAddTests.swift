@@ -5,22 +5,27 @@ import Testing
 
 /// `addOperations(_:waitUntilFinished:)` is all-or-nothing (issue 13, item 1), and a cancelled
 /// operation never closes a dependency cycle (item 12).
-@Suite("Batch adds: all or nothing; a cancelled member breaks a cycle", .serialized)
+@Suite("Batch adds: all or nothing; a cancelled member breaks a cycle")
 struct BatchAddTests {
     /// Calls `addOperations(operations, waitUntilFinished: wait)` on a thread of its own and
     /// returns what it threw, or `nil` if the call did not return within the test timeout (a hang
     /// becomes a failure, not a stuck run).
     static func addReturning(
         _ operations: [ConcurrentOperation], to queue: ConcurrentOperationQueue, waitUntilFinished wait: Bool
-    ) async -> Result<Void, OperationError>? {
-        await waitingOffThePoolReturning(within: operationTestTimeout) { () -> Result<Void, OperationError> in
+    ) -> Result<Void, OperationError>? {
+        let returned = Latch()
+        let outcome = Recorder<Result<Void, OperationError>>()
+        onThreadOfItsOwn {
             do throws(OperationError) {
                 try queue.addOperations(operations, waitUntilFinished: wait)
-                return .success(())
+                outcome.record(.success(()))
             } catch {
-                return .failure(error)
+                outcome.record(.failure(error))
             }
+            returned.countDown()
         }
+        guard returned.wait(timeout: operationTestTimeout) else { return nil }
+        return outcome.values.first
     }
 
     static func refusal(_ result: Result<Void, OperationError>?, sourceLocation: SourceLocation = #_sourceLocation) -> OperationError? {
@@ -36,26 +41,26 @@ struct BatchAddTests {
     }
 
     @Test("issue 13 item 1: a batch whose last member closes a cycle, waitUntilFinished: true, throws at once and enqueues nothing")
-    func cycleInBatchWaiting() async throws {
+    func cycleInBatchWaiting() throws {
         let queue = ConcurrentOperationQueue(name: "batch cycle wait")
         let runs = AtomicCounter()
         let a = ClosureOperation(name: "a") { runs.increment() }
         let b = ClosureOperation(name: "b") { runs.increment() }
         try a.addDependency(b)
         try b.addDependency(a)
-        let error = try #require(Self.refusal(await Self.addReturning([a, b], to: queue, waitUntilFinished: true)))
+        let error = try #require(Self.refusal(Self.addReturning([a, b], to: queue, waitUntilFinished: true)))
         #expect(error.code == .dependencyCycle)
         #expect(Set(error.operationNames) == ["a", "b"])
         #expect(queue.operationCount == 0)
         #expect(runs.value == 0)
         // Neither was claimed: with the cycle broken, both can be added and run.
         a.removeDependency(b)
-        try await throwingOffThePool { try queue.addOperations([a, b], waitUntilFinished: true) }
+        try queue.addOperations([a, b], waitUntilFinished: true)
         #expect(runs.value == 2)
     }
 
     @Test("issue 13 item 1: a refused batch without waiting leaves none of its members in the queue")
-    func cycleInBatchNotWaiting() async throws {
+    func cycleInBatchNotWaiting() throws {
         let queue = ConcurrentOperationQueue(name: "batch cycle")
         queue.isSuspended = true
         let runs = AtomicCounter()
@@ -69,16 +74,16 @@ struct BatchAddTests {
         #expect(queue.operations.isEmpty)
         #expect(a.isReady == false)  // it still waits for b: nothing was registered for it
         queue.isSuspended = false
-        await MisuseTests.expectStillWorks(queue)
+        MisuseTests.expectStillWorks(queue)
         #expect(runs.value == 0)
         b.removeDependency(a)
-        try await throwingOffThePool { try queue.addOperations([a, b], waitUntilFinished: true) }
+        try queue.addOperations([a, b], waitUntilFinished: true)
         #expect(runs.value == 2)
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
     }
 
     @Test("issue 13 item 1: a finished, a duplicated or another queue's member refuses the whole batch")
-    func otherRefusalsRefuseTheBatch() async throws {
+    func otherRefusalsRefuseTheBatch() throws {
         let queue = ConcurrentOperationQueue(name: "batch refusals")
         let other = ConcurrentOperationQueue(name: "other")
         other.isSuspended = true
@@ -95,7 +100,7 @@ struct BatchAddTests {
             ([good[2], elsewhere, good[1]], .enqueuedInAnotherQueue, ["elsewhere"]),
         ]
         for (batch, code, names) in cases {
-            let error = try #require(Self.refusal(await Self.addReturning(batch, to: queue, waitUntilFinished: true)))
+            let error = try #require(Self.refusal(Self.addReturning(batch, to: queue, waitUntilFinished: true)))
             #expect(error.code == code)
             #expect(error.operationNames == names)
             #expect(queue.operationCount == 0)
@@ -103,14 +108,14 @@ struct BatchAddTests {
         #expect(runs.value == 0)
         #expect(other.operationCount == 1)
         // The good ones were never claimed.
-        try await throwingOffThePool { try queue.addOperations(good, waitUntilFinished: true) }
+        try queue.addOperations(good, waitUntilFinished: true)
         #expect(runs.value == 3)
         other.isSuspended = false
-        #expect(await other.empties(within: operationTestTimeout))
+        #expect(other.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
     }
 
     @Test("issue 13 item 1: a batch member that closes a cycle with an operation already queued refuses the batch")
-    func cycleWithQueuedOperation() async throws {
+    func cycleWithQueuedOperation() throws {
         let queue = ConcurrentOperationQueue(name: "batch vs queued")
         queue.isSuspended = true
         let log = Recorder<String>()
@@ -126,13 +131,13 @@ struct BatchAddTests {
         closing.removeDependency(queued)
         try queue.addOperations([fresh, closing], waitUntilFinished: false)
         queue.isSuspended = false
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values.sorted() == ["closing", "fresh", "queued"])
         #expect(log.values.firstIndex(of: "closing")! < log.values.firstIndex(of: "queued")!)
     }
 
     @Test("issue 13 item 1: the barrier a refused batch would have waited for is not left among its dependencies")
-    func barrierRolledBack() async throws {
+    func barrierRolledBack() throws {
         let queue = ConcurrentOperationQueue(name: "batch barrier")
         queue.isSuspended = true
         queue.addBarrierBlock {}
@@ -144,11 +149,11 @@ struct BatchAddTests {
         #expect(a.dependencies.map(\.displayName) == ["b"])
         #expect(b.dependencies.map(\.displayName) == ["a"])
         queue.isSuspended = false
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
     }
 
     @Test("issue 13 item 1: a refused procedure's condition dependencies are neither queued nor kept")
-    func producedDependenciesOfRefusedBatch() async throws {
+    func producedDependenciesOfRefusedBatch() throws {
         let queue = ConcurrentOperationQueue(name: "batch produced")
         let producedRuns = AtomicCounter()
         let produced = Recorder<ConcurrentOperation>()
@@ -168,14 +173,14 @@ struct BatchAddTests {
         // only that one runs.
         partner.removeDependency(procedure)
         try queue.addOperations([partner, procedure], waitUntilFinished: false)
-        #expect(await procedure.finishes(within: operationTestTimeout))
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(procedure.waitUntilFinishedBlocking(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(producedRuns.value == 1)
         #expect(evaluations.values == ["c"])
     }
 
     @Test("issue 13 item 1: a single add whose produced dependency cannot be queued is refused, and nothing runs")
-    func singleAddRefusedKeepsNothing() async throws {
+    func singleAddRefusedKeepsNothing() throws {
         let queue = ConcurrentOperationQueue(name: "single produced")
         queue.isSuspended = true
         let producedRuns = AtomicCounter()
@@ -193,11 +198,11 @@ struct BatchAddTests {
         queue.isSuspended = false
         procedure.removeDependency(blocker)
         blocker.cancel()
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(producedRuns.value == 0)
         try queue.addOperation(procedure)
-        #expect(await procedure.finishes(within: operationTestTimeout))
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(procedure.waitUntilFinishedBlocking(timeout: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(producedRuns.value == 1)
         #expect(evaluations.values == ["c"])
     }
@@ -205,7 +210,7 @@ struct BatchAddTests {
     // MARK: Item 12
 
     @Test("issue 13 item 12: cancelling a member breaks a cycle: the batch is accepted and both finish")
-    func cancelledMemberBreaksCycle() async throws {
+    func cancelledMemberBreaksCycle() throws {
         let queue = ConcurrentOperationQueue(name: "cancel breaks cycle")
         let log = Recorder<String>()
         let a = ClosureOperation(name: "a") { log.record("a") }
@@ -213,14 +218,14 @@ struct BatchAddTests {
         try a.addDependency(b)
         try b.addDependency(a)
         a.cancel()
-        let result = await Self.addReturning([a, b], to: queue, waitUntilFinished: true)
+        let result = Self.addReturning([a, b], to: queue, waitUntilFinished: true)
         #expect(result.map { (try? $0.get()) != nil } == true)
         #expect(a.isFinished && b.isFinished)
         #expect(log.values == ["b"])
     }
 
     @Test("issue 13 item 12: an enqueued member cancelled later no longer closes a cycle")
-    func cancelledQueuedMemberBreaksCycle() async throws {
+    func cancelledQueuedMemberBreaksCycle() throws {
         let queue = ConcurrentOperationQueue(name: "cancel queued")
         queue.isSuspended = true
         let log = Recorder<String>()
@@ -238,7 +243,7 @@ struct BatchAddTests {
         try queue.addOperation(c)
         try a.addDependency(c)
         queue.isSuspended = false
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values.sorted() == ["b", "c"])
     }
 }

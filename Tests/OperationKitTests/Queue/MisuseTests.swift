@@ -6,20 +6,20 @@ import Testing
 /// Misuse gets a typed `OperationError` naming the operations involved, and nothing else is
 /// affected: the queue and every other operation carry on (DESIGN.md "Semantics to keep"; A4,
 /// A6, M95, D cycles).
-@Suite("Misuse: typed errors, and everything carries on", .serialized)
+@Suite("Misuse: typed errors, and everything carries on")
 struct MisuseTests {
     /// Proves a queue still works: a new operation added to it runs and the queue drains.
-    static func expectStillWorks(_ queue: ConcurrentOperationQueue, sourceLocation: SourceLocation = #_sourceLocation) async {
+    static func expectStillWorks(_ queue: ConcurrentOperationQueue, sourceLocation: SourceLocation = #_sourceLocation) {
         let ran = Latch()
         queue.addOperation { ran.countDown() }
-        #expect(await ran.opened(within: operationTestTimeout), sourceLocation: sourceLocation)
-        #expect(await queue.empties(within: operationTestTimeout), sourceLocation: sourceLocation)
+        #expect(ran.wait(timeout: operationTestTimeout), sourceLocation: sourceLocation)
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout), sourceLocation: sourceLocation)
     }
 
     // MARK: Adding to queues
 
     @Test("added twice to the same queue: alreadyEnqueued; it still runs once")
-    func addedTwice() async throws {
+    func addedTwice() throws {
         let queue = ConcurrentOperationQueue(name: "twice")
         queue.isSuspended = true
         let runs = AtomicCounter()
@@ -30,13 +30,13 @@ struct MisuseTests {
         #expect(error.operationNames == ["twice"])
         #expect(queue.operationCount == 1)
         queue.isSuspended = false
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(runs.value == 1)
-        await Self.expectStillWorks(queue)
+        Self.expectStillWorks(queue)
     }
 
     @Test("added to a second queue: enqueuedInAnotherQueue; it runs once in the first")
-    func addedToSecondQueue() async throws {
+    func addedToSecondQueue() throws {
         let first = ConcurrentOperationQueue(name: "first")
         first.isSuspended = true
         let second = ConcurrentOperationQueue(name: "second")
@@ -48,14 +48,14 @@ struct MisuseTests {
         #expect(error.operationNames == ["shared"])
         #expect(second.operationCount == 0)
         first.isSuspended = false
-        #expect(await operation.finishes(within: operationTestTimeout))
+        #expect(operation.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         #expect(ranIn.values == ["first"])
-        await Self.expectStillWorks(first)
-        await Self.expectStillWorks(second)
+        Self.expectStillWorks(first)
+        Self.expectStillWorks(second)
     }
 
     @Test("added after it started: alreadyStarted; added after it finished: alreadyFinished")
-    func addedAfterStartOrFinish() async throws {
+    func addedAfterStartOrFinish() throws {
         let queue = ConcurrentOperationQueue(name: "late add")
         let executing = ManuallyFinishedOperation(name: "executing")
         try executing.start()
@@ -68,47 +68,47 @@ struct MisuseTests {
         #expect(finishedError.operationNames == ["executing"])
         #expect(executing.executions.value == 1)
         #expect(queue.operationCount == 0)
-        await Self.expectStillWorks(queue)
+        Self.expectStillWorks(queue)
     }
 
     @Test("addOperations with one bad operation adds none of the batch and throws its error")
-    func batchWithOneBadOperation() async throws {
+    func batchWithOneBadOperation() throws {
         let queue = ConcurrentOperationQueue(name: "batch")
         let finished = ClosureOperation(name: "done") {}
         try finished.start()
         let runs = AtomicCounter()
         let good = (0..<3).map { index in ClosureOperation(name: "good\(index)") { runs.increment() } }
-        let error = try #require(await awaitedOperationError {
-            try await throwingOffThePool { try queue.addOperations([good[0], finished, good[1], good[2]], waitUntilFinished: true) }
+        let error = try #require(caughtOperationError {
+            try queue.addOperations([good[0], finished, good[1], good[2]], waitUntilFinished: true)
         })
         #expect(error.code == .alreadyFinished)
         #expect(error.operationNames == ["done"])
         #expect(runs.value == 0)
         #expect(queue.operationCount == 0)
-        try await throwingOffThePool { try queue.addOperations(good, waitUntilFinished: true) }
+        try queue.addOperations(good, waitUntilFinished: true)
         #expect(runs.value == 3)
     }
 
     @Test("addOperations with the same operation twice in one batch: nothing added, alreadyEnqueued")
-    func duplicateInBatch() async throws {
+    func duplicateInBatch() throws {
         let queue = ConcurrentOperationQueue(name: "duplicate batch")
         let runs = AtomicCounter()
         let operation = ClosureOperation(name: "dup") { runs.increment() }
-        let error = try #require(await awaitedOperationError {
-            try await throwingOffThePool { try queue.addOperations([operation, operation], waitUntilFinished: true) }
+        let error = try #require(caughtOperationError {
+            try queue.addOperations([operation, operation], waitUntilFinished: true)
         })
         #expect(error.code == .alreadyEnqueued)
         #expect(error.operationNames == ["dup"])
         #expect(runs.value == 0)
         #expect(queue.operationCount == 0)
-        try await throwingOffThePool { try queue.addOperations([operation], waitUntilFinished: true) }
+        try queue.addOperations([operation], waitUntilFinished: true)
         #expect(runs.value == 1)
     }
 
     // MARK: Dependencies
 
     @Test("self-dependency: selfDependency naming the operation; nothing recorded")
-    func selfDependency() async throws {
+    func selfDependency() throws {
         let operation = ClosureOperation(name: "narcissus") {}
         let error = try #require(caughtOperationError { try operation.addDependency(operation) })
         #expect(error.code == .selfDependency)
@@ -116,11 +116,11 @@ struct MisuseTests {
         #expect(operation.dependencies.isEmpty)
         let queue = ConcurrentOperationQueue(name: "self")
         try queue.addOperation(operation)
-        #expect(await operation.finishes(within: operationTestTimeout))
+        #expect(operation.waitUntilFinishedBlocking(timeout: operationTestTimeout))
     }
 
     @Test("2-cycle detected when the last operation is enqueued; breaking it lets both run")
-    func twoCycleOnEnqueue() async throws {
+    func twoCycleOnEnqueue() throws {
         let queue = ConcurrentOperationQueue(name: "2-cycle")
         let log = Recorder<String>()
         let a = ClosureOperation(name: "A") { log.record("A") }
@@ -134,10 +134,10 @@ struct MisuseTests {
         #expect(error.operationNames.count == 2)
         #expect(queue.operationCount == 1)
         #expect(!b.isExecuting && !b.isFinished)
-        await Self.expectNoProgress(on: [a], queue: queue)
+        Self.expectNoProgress(on: [a], queue: queue)
         b.removeDependency(a)
         try queue.addOperation(b)
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == ["B", "A"])
     }
 
@@ -146,12 +146,12 @@ struct MisuseTests {
     static func expectNoProgress(
         on operations: [ConcurrentOperation], queue: ConcurrentOperationQueue,
         sourceLocation: SourceLocation = #_sourceLocation
-    ) async {
+    ) {
         let ran = Latch()
         let unrelated = ClosureOperation(name: "unrelated") { ran.countDown() }
         #expect(caughtOperationError { try queue.addOperation(unrelated) } == nil, sourceLocation: sourceLocation)
-        #expect(await ran.opened(within: operationTestTimeout), sourceLocation: sourceLocation)
-        #expect(await unrelated.finishes(within: operationTestTimeout), sourceLocation: sourceLocation)
+        #expect(ran.wait(timeout: operationTestTimeout), sourceLocation: sourceLocation)
+        #expect(unrelated.waitUntilFinishedBlocking(timeout: operationTestTimeout), sourceLocation: sourceLocation)
         #expect(operations.allSatisfy { !$0.isExecuting && !$0.isFinished }, sourceLocation: sourceLocation)
     }
 
@@ -163,7 +163,7 @@ struct MisuseTests {
     }
 
     @Test("an operation refused for a cycle behind a barrier keeps only its own dependencies")
-    func refusedOperationLeavesNoBarrierBehind() async throws {
+    func refusedOperationLeavesNoBarrierBehind() throws {
         let queue = ConcurrentOperationQueue(name: "cycle behind barrier")
         let gate = Gate()
         let early = ClosureOperation(name: "early") { _ = gate.wait(timeout: operationTestTimeout) }
@@ -180,12 +180,12 @@ struct MisuseTests {
         b.removeDependency(a)
         try queue.addOperation(b)
         gate.open()
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(a.isFinished && b.isFinished)
     }
 
     @Test("50-cycle detected when the last operation is enqueued, naming the whole cycle")
-    func longCycleOnEnqueue() async throws {
+    func longCycleOnEnqueue() throws {
         let queue = ConcurrentOperationQueue(name: "50-cycle")
         let log = Recorder<String>()
         let operations = try Self.chain(50, log: log)
@@ -196,16 +196,16 @@ struct MisuseTests {
         #expect(Set(error.operationNames) == Set(operations.map(\.displayName)))
         #expect(error.operationNames.count == 50)
         #expect(queue.operationCount == 49)
-        await Self.expectNoProgress(on: operations, queue: queue)
+        Self.expectNoProgress(on: operations, queue: queue)
         operations[0].removeDependency(operations[49])
-        #expect(await operations[48].finishes(within: operationTestTimeout))
+        #expect(operations[48].waitUntilFinishedBlocking(timeout: operationTestTimeout))
         try queue.addOperation(operations[49])
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == operations.map(\.displayName))
     }
 
     @Test("2-cycle detected when the edge is added to an already-enqueued operation")
-    func twoCycleOnAddDependency() async throws {
+    func twoCycleOnAddDependency() throws {
         let queue = ConcurrentOperationQueue(name: "2-cycle-edge")
         queue.isSuspended = true
         let log = Recorder<String>()
@@ -219,12 +219,12 @@ struct MisuseTests {
         #expect(a.dependencies.isEmpty)
         #expect(a.isReady)
         queue.isSuspended = false
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == ["A", "B"])
     }
 
     @Test("50-cycle detected when the closing edge is added to an already-enqueued operation")
-    func longCycleOnAddDependency() async throws {
+    func longCycleOnAddDependency() throws {
         let queue = ConcurrentOperationQueue(name: "50-cycle-edge")
         queue.isSuspended = true
         let log = Recorder<String>()
@@ -237,12 +237,12 @@ struct MisuseTests {
         #expect(operations[0].dependencies.isEmpty)
         #expect(operations[0].isReady)
         queue.isSuspended = false
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == operations.map(\.displayName))
     }
 
     @Test("B19 dependency added to an executing operation: dependentAlreadyExecuting, nothing changed")
-    func dependencyOnExecuting() async throws {
+    func dependencyOnExecuting() throws {
         let queue = ConcurrentOperationQueue(name: "late dependency")
         let started = Latch()
         let gate = Gate()
@@ -252,17 +252,17 @@ struct MisuseTests {
         }
         let other = ClosureOperation(name: "other") {}
         try queue.addOperation(executing)
-        #expect(await started.opened(within: operationTestTimeout))
+        #expect(started.wait(timeout: operationTestTimeout))
         let error = try #require(caughtOperationError { try executing.addDependency(other) })
         #expect(error.code == .dependentAlreadyExecuting)
         #expect(error.operationNames == ["executing", "other"])
         #expect(executing.dependencies.isEmpty)
         gate.open()
-        #expect(await executing.finishes(within: operationTestTimeout))
+        #expect(executing.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         let finishedError = try #require(caughtOperationError { try executing.addDependency(other) })
         #expect(finishedError.code == .dependentAlreadyFinished)
         #expect(finishedError.operationNames == ["executing", "other"])
-        await Self.expectStillWorks(queue)
+        Self.expectStillWorks(queue)
     }
 
     @Test("dependency added to an operation executing without a queue: dependentAlreadyExecuting")
@@ -290,19 +290,19 @@ struct MisuseTests {
     }
 
     @Test("maxConcurrentOperationCount 0 or negative in the setter: refused, limit unchanged", arguments: [0, -5])
-    func invalidCountInSetter(count: Int) async throws {
+    func invalidCountInSetter(count: Int) throws {
         let queue = try ConcurrentOperationQueue(name: "setter", maxConcurrentOperationCount: 3)
         let error = try #require(caughtOperationError { try queue.setMaxConcurrentOperationCount(count) })
         #expect(error.code == .invalidMaxConcurrentOperationCount)
         #expect(error.operationNames == ["setter"])
         #expect(queue.maxConcurrentOperationCount == 3)
-        await Self.expectStillWorks(queue)
+        Self.expectStillWorks(queue)
     }
 
     // MARK: ConcurrentOperation start and finish
 
     @Test("start() by hand on an operation a queue manages: managedByQueue; the queue still runs it once")
-    func startManagedByQueue() async throws {
+    func startManagedByQueue() throws {
         let queue = ConcurrentOperationQueue(name: "managed")
         queue.isSuspended = true
         let runs = AtomicCounter()
@@ -313,7 +313,7 @@ struct MisuseTests {
         #expect(error.operationNames == ["managed op"])
         #expect(operation.isReady && !operation.isExecuting)
         queue.isSuspended = false
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(runs.value == 1)
     }
 

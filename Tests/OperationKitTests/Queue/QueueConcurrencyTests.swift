@@ -11,7 +11,7 @@ import Darwin
 
 /// N99 and related: the concurrency limit, measured with an atomic in-flight counter (never with
 /// durations), and races between adding, cancelling and the queue's workers.
-@Suite("N99. ConcurrentOperationQueue concurrency limit", .serialized)
+@Suite("N99. ConcurrentOperationQueue concurrency limit")
 struct QueueConcurrencyTests {
     /// An operation that counts itself in flight while it works for a moment.
     static func metered(_ name: String, _ meter: InFlightMeter, runs: AtomicCounter) -> ClosureOperation {
@@ -24,19 +24,19 @@ struct QueueConcurrencyTests {
     }
 
     @Test("N99 max concurrency 1: every operation runs and never two at once")
-    func serialQueue() async throws {
+    func serialQueue() throws {
         let queue = try ConcurrentOperationQueue(name: "N99-1", maxConcurrentOperationCount: 1)
         #expect(queue.maxConcurrentOperationCount == 1)
         let meter = InFlightMeter()
         let runs = AtomicCounter()
         let operations = (0..<40).map { Self.metered("op\($0)", meter, runs: runs) }
-        try await throwingOffThePool { try queue.addOperations(operations, waitUntilFinished: true) }
+        try queue.addOperations(operations, waitUntilFinished: true)
         #expect(runs.value == 40)
         #expect(meter.peak == 1)
     }
 
     @Test("N99 max concurrency 1 holds for operations that finish after execute() returns")
-    func serialQueueWithAsynchronousOperations() async throws {
+    func serialQueueWithAsynchronousOperations() throws {
         let queue = try ConcurrentOperationQueue(name: "N99-async", maxConcurrentOperationCount: 1)
         let meter = InFlightMeter()
         let operations = (0..<20).map { index in
@@ -50,13 +50,13 @@ struct QueueConcurrencyTests {
             })
         }
         try queue.addOperations(operations, waitUntilFinished: false)
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(operations.allSatisfy { $0.isFinished })
         #expect(meter.peak == 1)
     }
 
     @Test("N99 max concurrency 2: two do run at once, never three")
-    func twoAtOnce() async throws {
+    func twoAtOnce() throws {
         let queue = try ConcurrentOperationQueue(name: "N99-2", maxConcurrentOperationCount: 2)
         let meter = InFlightMeter()
         let runs = AtomicCounter()
@@ -72,14 +72,14 @@ struct QueueConcurrencyTests {
             }
         }
         let rest = (0..<40).map { Self.metered("op\($0)", meter, runs: runs) }
-        try await throwingOffThePool { try queue.addOperations(pair + rest, waitUntilFinished: true) }
+        try queue.addOperations(pair + rest, waitUntilFinished: true)
         #expect(met.values == [true, true])
         #expect(runs.value == 40)
         #expect(meter.peak == 2)
     }
 
     @Test("N setMaxConcurrentOperationCount: raising it starts a waiting operation at once")
-    func raisingTheLimit() async throws {
+    func raisingTheLimit() throws {
         let queue = try ConcurrentOperationQueue(name: "raise", maxConcurrentOperationCount: 1)
         let secondRan = Latch()
         let firstSawSecond = Recorder<Bool>()
@@ -90,12 +90,12 @@ struct QueueConcurrencyTests {
         try queue.addOperations([first, second], waitUntilFinished: false)
         try queue.setMaxConcurrentOperationCount(2)
         #expect(queue.maxConcurrentOperationCount == 2)
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(firstSawSecond.values == [true])
     }
 
     @Test("N setMaxConcurrentOperationCount: after lowering it, executing ones finish, then one at a time")
-    func loweringTheLimit() async throws {
+    func loweringTheLimit() throws {
         let queue = try ConcurrentOperationQueue(name: "lower", maxConcurrentOperationCount: 2)
         let meter = InFlightMeter()
         let bothRunning = Latch(count: 2)
@@ -109,7 +109,7 @@ struct QueueConcurrencyTests {
             }
         }
         try queue.addOperations(early, waitUntilFinished: false)
-        #expect(await bothRunning.opened(within: operationTestTimeout))
+        #expect(bothRunning.wait(timeout: operationTestTimeout))
         try queue.setMaxConcurrentOperationCount(1)
         let seenInFlight = Recorder<Int>()
         let late = (0..<10).map { index in
@@ -121,12 +121,12 @@ struct QueueConcurrencyTests {
         }
         try queue.addOperations(late, waitUntilFinished: false)
         gate.open()
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(seenInFlight.values == Array(repeating: 1, count: 10))
     }
 
     @Test("N99 max concurrency 1 holds when an operation runs at its own quality of service")
-    func serialQueueWithOwnQualityOfService() async throws {
+    func serialQueueWithOwnQualityOfService() throws {
         let queue = try ConcurrentOperationQueue(name: "serial-qos", maxConcurrentOperationCount: 1)
         let meter = InFlightMeter()
         let runs = AtomicCounter()
@@ -136,13 +136,13 @@ struct QueueConcurrencyTests {
             return operation
         }
         try queue.addOperations(operations, waitUntilFinished: false)
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(runs.value == 10)
         #expect(meter.peak == 1)
     }
 
     @Test("N operations added from many threads at once each run exactly once")
-    func concurrentAdds() async throws {
+    func concurrentAdds() throws {
         let queue = try ConcurrentOperationQueue(name: "concurrent adds", maxConcurrentOperationCount: 4)
         let runs = AtomicCounter()
         let completions = AtomicCounter()
@@ -154,7 +154,7 @@ struct QueueConcurrencyTests {
             if caughtOperationError({ try queue.addOperation(operation) }) != nil { refused.increment() }
         }
         queue.isSuspended = false
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(refused.value == 0)
         #expect(runs.value == 200)
         #expect(completions.value == 200)
@@ -162,7 +162,7 @@ struct QueueConcurrencyTests {
     }
 
     @Test("C cancel racing with the queue: every operation finishes once; uncancelled ones run once")
-    func cancelRacingWithQueue() async throws {
+    func cancelRacingWithQueue() throws {
         let queue = try ConcurrentOperationQueue(name: "cancel race", maxConcurrentOperationCount: 2)
         let completions = AtomicCounter()
         let runs = (0..<300).map { _ in AtomicCounter() }
@@ -178,7 +178,7 @@ struct QueueConcurrencyTests {
         DispatchQueue.concurrentPerform(iterations: 2) { worker in
             for index in stride(from: worker * 3, to: operations.count, by: 6) { operations[index].cancel() }
         }
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(operations.allSatisfy { $0.isFinished })
         #expect(completions.value == 300)
         #expect(runs.allSatisfy { $0.value <= 1 })

@@ -6,7 +6,7 @@ import Testing
 /// Issue 15 §1: `queue.snapshot()` names, for every operation that does not run, why. Each test
 /// builds the situation with latches and gates and looks at one snapshot (polling, bounded,
 /// where another thread reaches the situation without an event to wait for).
-@Suite("Snapshot: why is it not running?", .serialized)
+@Suite("Snapshot: why is it not running?")
 struct QueueSnapshotTests {
     /// Waits (bounded) until `queue`'s snapshot satisfies `condition`, and returns it.
     func awaitSnapshot(
@@ -38,12 +38,12 @@ struct QueueSnapshotTests {
         #expect(snapshot.waitForCycles.isEmpty)
 
         first.finish()
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(queue.snapshot().operations.isEmpty)
     }
 
     @Test("a suspended queue: its runnable operations are ready and name the suspension")
-    func suspended() async throws {
+    func suspended() throws {
         let queue = ConcurrentOperationQueue(name: "snapshot.suspended")
         queue.isSuspended = true
         let operation = ClosureOperation(name: "waiting") {}
@@ -56,7 +56,7 @@ struct QueueSnapshotTests {
         #expect(entry.blockers == [.queueSuspended("snapshot.suspended")])
 
         queue.isSuspended = false
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
     }
 
     @Test("a full concurrency limit: the waiting operation names the limit and who holds the slot")
@@ -74,7 +74,7 @@ struct QueueSnapshotTests {
         #expect(next.blockers == [.concurrencyLimit(1, heldBy: [holder])])
 
         running.finish()
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
     }
 
     @Test("a mutual exclusivity category held: the waiting procedure names the category and its holder")
@@ -99,8 +99,8 @@ struct QueueSnapshotTests {
             category, heldBy: [OperationReference(id: ObjectIdentifier(holder), name: "holder")], queuedBehind: [])])
 
         holder.finish()
-        #expect(await waiterQueue.empties(within: operationTestTimeout))
-        #expect(await holderQueue.empties(within: operationTestTimeout))
+        #expect(waiterQueue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
+        #expect(holderQueue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
     }
 
     @Test("a condition being evaluated: the procedure is evaluating conditions and names it")
@@ -119,7 +119,7 @@ struct QueueSnapshotTests {
         #expect(entry.blockers == [.evaluatingCondition("ManualCondition")])
 
         condition.complete()
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
     }
 
     @Test("a produced dependency running: the procedure names the operation its condition waits for")
@@ -140,7 +140,7 @@ struct QueueSnapshotTests {
         #expect(snapshot.operation(named: "login")?.state == .executing)
 
         produced.finish()
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
     }
 
     @Test("a group waiting for its children: it names them, and its snapshot and the queue's nest them")
@@ -161,11 +161,11 @@ struct QueueSnapshotTests {
         #expect(own.operations.first?.state == .executing)
 
         child.finish()
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
     }
 
     @Test("a group not executing yet: its children wait in its suspended queue")
-    func groupNotStarted() async throws {
+    func groupNotStarted() throws {
         let queue = ConcurrentOperationQueue(name: "snapshot.group.idle")
         queue.isSuspended = true
         let group = try GroupOperation(name: "idle group", operations: [ClosureOperation(name: "later") {}])
@@ -173,7 +173,7 @@ struct QueueSnapshotTests {
         let child = try #require(group.snapshot().operation(named: "later"))
         #expect(child.blockers == [.queueSuspended("idle group.children")])
         queue.isSuspended = false
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
     }
 
     @Test("a retry: its running attempt, then the attempt number and delay it waits for")
@@ -210,7 +210,7 @@ struct QueueSnapshotTests {
         #expect(next == 2 && delay == .seconds(3_600) && remaining <= delay)
 
         retry.cancel()  // waiting between attempts: finishes at once
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
     }
 
     @Test("a cancelled pending operation is ready, not waiting for its dependencies")
@@ -226,6 +226,6 @@ struct QueueSnapshotTests {
         #expect(entry.isCancelled && entry.state == .ready)
         #expect(entry.blockers == [.queueSuspended("snapshot.cancelled")])
         queue.isSuspended = false
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
     }
 }

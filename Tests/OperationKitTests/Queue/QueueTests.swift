@@ -5,7 +5,7 @@ import Testing
 
 /// Section N and the queue side of A10 / C21: suspension, priorities, barriers, the current
 /// queue, counting, waiting and cancel-all. The concurrency limit is in `QueueConcurrencyTests`.
-@Suite("N. ConcurrentOperationQueue", .serialized)
+@Suite("N. ConcurrentOperationQueue")
 struct QueueTests {
     @Test("N defaults: 64 at once, not suspended, empty")
     func defaults() {
@@ -20,7 +20,7 @@ struct QueueTests {
     }
 
     @Test("N102 suspension: an added operation does not start until the queue resumes")
-    func suspension() async throws {
+    func suspension() throws {
         let queue = ConcurrentOperationQueue(name: "N102")
         queue.isSuspended = true
         #expect(queue.isSuspended)
@@ -30,15 +30,15 @@ struct QueueTests {
         #expect(operation.isReady)
         #expect(!operation.isExecuting)
         #expect(!operation.isFinished)
-        #expect(!(await queue.empties(within: .milliseconds(10))))
+        #expect(!queue.waitUntilAllOperationsAreFinishedBlocking(timeout: .milliseconds(10)))
         #expect(runs.value == 0)
         queue.isSuspended = false
-        #expect(await operation.finishes(within: operationTestTimeout))
+        #expect(operation.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         #expect(runs.value == 1)
     }
 
     @Test("N102 suspending does not affect an executing operation")
-    func suspendWhileExecuting() async throws {
+    func suspendWhileExecuting() throws {
         let queue = ConcurrentOperationQueue(name: "N102-executing")
         let started = Latch()
         let gate = Gate()
@@ -47,20 +47,20 @@ struct QueueTests {
             _ = gate.wait(timeout: operationTestTimeout)
         }
         try queue.addOperation(executing)
-        #expect(await started.opened(within: operationTestTimeout))
+        #expect(started.wait(timeout: operationTestTimeout))
         queue.isSuspended = true
         let held = ClosureOperation(name: "held") {}
         try queue.addOperation(held)
         gate.open()
-        #expect(await executing.finishes(within: operationTestTimeout))
+        #expect(executing.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         #expect(!held.isExecuting && !held.isFinished)
         #expect(queue.operations.contains { $0 === held })
         queue.isSuspended = false
-        #expect(await held.finishes(within: operationTestTimeout))
+        #expect(held.waitUntilFinishedBlocking(timeout: operationTestTimeout))
     }
 
     @Test("N priority: a serial queue starts veryHigh … veryLow, FIFO within equal priority")
-    func priorityOrder() async throws {
+    func priorityOrder() throws {
         let queue = try ConcurrentOperationQueue(name: "priority", maxConcurrentOperationCount: 1)
         queue.isSuspended = true
         let log = Recorder<String>()
@@ -75,7 +75,7 @@ struct QueueTests {
             try queue.addOperation(operation)
         }
         queue.isSuspended = false
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == ["vh1", "vh2", "vh3", "h1", "h2", "n1", "n2", "n3", "l1", "l2", "vl1", "vl2"])
     }
 
@@ -86,7 +86,7 @@ struct QueueTests {
     }
 
     @Test("N barrier: runs after every earlier operation and before every later one")
-    func barrierOrdering() async throws {
+    func barrierOrdering() throws {
         let queue = ConcurrentOperationQueue(name: "barrier")
         let log = Recorder<String>()
         let gate = Gate()
@@ -113,7 +113,7 @@ struct QueueTests {
         let alsoAfter = queue.addOperation { log.record("after") }
         #expect(!barrier.isReady)
         gate.open()
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(log.values == ["before", "before", "before", "barrier", "after", "after", "after", "after"])
         #expect(barrierSaw.values == [true])
         #expect(afterSaw.values == [true, true, true])
@@ -121,7 +121,7 @@ struct QueueTests {
     }
 
     @Test("N current: the operation's queue inside execute(), nil outside any queue")
-    func currentQueue() async throws {
+    func currentQueue() throws {
         let queue = ConcurrentOperationQueue(name: "current")
         let other = ConcurrentOperationQueue(name: "other")
         let seen = Recorder<String>()
@@ -133,9 +133,9 @@ struct QueueTests {
             seen.record(ConcurrentOperationQueue.current === other ? "other" : "wrong")
         }
         try queue.addOperation(inQueue)
-        #expect(await inQueue.finishes(within: operationTestTimeout))
+        #expect(inQueue.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         try other.addOperation(inOther)
-        #expect(await inOther.finishes(within: operationTestTimeout))
+        #expect(inOther.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         let byHand = ClosureOperation(name: "by hand") {
             seen.record(ConcurrentOperationQueue.current == nil ? "none" : "wrong")
         }
@@ -145,18 +145,18 @@ struct QueueTests {
     }
 
     @Test("N current: still the operation's queue when the operation runs at its own quality of service")
-    func currentQueueWithOwnQualityOfService() async throws {
+    func currentQueueWithOwnQualityOfService() throws {
         let queue = ConcurrentOperationQueue(name: "current-qos", qualityOfService: .default)
         let seen = Recorder<Bool>()
         let operation = ClosureOperation(name: "utility") { seen.record(ConcurrentOperationQueue.current === queue) }
         operation.qualityOfService = .utility
         try queue.addOperation(operation)
-        #expect(await operation.finishes(within: operationTestTimeout))
+        #expect(operation.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         #expect(seen.values == [true])
     }
 
     @Test("N underlyingQueue: the work runs on the given dispatch queue, whatever its own QoS")
-    func underlyingQueue() async throws {
+    func underlyingQueue() throws {
         let tagged = TaggedDispatchQueue("underlying")
         let queue = ConcurrentOperationQueue(name: "on underlying", underlyingQueue: tagged.queue)
         #expect(queue.underlyingQueue === tagged.queue)
@@ -168,12 +168,12 @@ struct QueueTests {
             if index.isMultiple(of: 2) { operation.qualityOfService = .utility }
             return operation
         }
-        try await throwingOffThePool { try queue.addOperations(operations, waitUntilFinished: true) }
+        try queue.addOperations(operations, waitUntilFinished: true)
         #expect(seen.values == Array(repeating: true, count: 6))
     }
 
     @Test("N operationCount and operations: unfinished operations in the order added")
-    func counting() async throws {
+    func counting() throws {
         let queue = ConcurrentOperationQueue(name: "counting")
         queue.isSuspended = true
         let operations = (0..<3).map { index in ClosureOperation(name: "c\(index)") {} }
@@ -182,13 +182,13 @@ struct QueueTests {
         #expect(queue.operations.map(\.displayName) == ["c0", "c1", "c2"])
         #expect(zip(queue.operations, operations).allSatisfy { $0 === $1 })
         queue.isSuspended = false
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(queue.operationCount == 0)
         #expect(queue.operations.isEmpty)
     }
 
     @Test("N operationCount and operations still hold an operation during its completion block, not after")
-    func finishedOperationLeavesAfterCompletion() async throws {
+    func finishedOperationLeavesAfterCompletion() throws {
         let queue = ConcurrentOperationQueue(name: "count-finished")
         let seen = Recorder<[Int]>()
         let operation = ClosureOperation(name: "counted") {}
@@ -197,26 +197,26 @@ struct QueueTests {
             seen.record([operation.isFinished ? 1 : 0, queue.operationCount, queue.operations.count])
         }
         try queue.addOperation(operation)
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(seen.values == [[1, 1, 1]], "[isFinished, operationCount, operations.count]")
         #expect(queue.operationCount == 0)
         #expect(queue.operations.isEmpty)
     }
 
     @Test("N104 waitUntilAllOperationsAreFinished blocks until the last operation finishes")
-    func waitAllSync() async throws {
+    func waitAllSync() throws {
         let queue = ConcurrentOperationQueue(name: "wait-all")
         let gate = Gate()
         let operations = (0..<2).map { index in
             ClosureOperation(name: "w\(index)") { _ = gate.wait(timeout: operationTestTimeout) }
         }
         try queue.addOperations(operations, waitUntilFinished: false)
-        #expect(!(await queue.empties(within: .milliseconds(10))), "timed out")
+        #expect(!queue.waitUntilAllOperationsAreFinishedBlocking(timeout: .milliseconds(10)), "timed out")
         DispatchQueue.global().async { gate.open() }
-        #expect(await returnsOffThePool { queue.waitUntilAllOperationsAreFinishedBlocking() })
+        queue.waitUntilAllOperationsAreFinishedBlocking()
         #expect(operations.allSatisfy { $0.isFinished })
         #expect(queue.operationCount == 0)
-        #expect(await queue.empties(within: .zero), "an empty queue returns at once")
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: .zero), "an empty queue returns at once")
     }
 
     @Test("N104 waitUntilAllOperationsAreFinished async resumes when the queue empties")
@@ -232,7 +232,7 @@ struct QueueTests {
     }
 
     @Test("N104 waiting for its own queue from inside an operation returns at once")
-    func waitAllFromInside() async throws {
+    func waitAllFromInside() throws {
         let queue = ConcurrentOperationQueue(name: "wait-inside")
         let results = Recorder<Bool>()
         let operation = ClosureOperation(name: "inside") {
@@ -240,12 +240,12 @@ struct QueueTests {
             results.record(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         }
         try queue.addOperation(operation)
-        #expect(await operation.finishes(within: operationTestTimeout))
+        #expect(operation.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         #expect(results.values == [false])
     }
 
     @Test("A10/C21 cancelAllOperations on a suspended queue, then resume: it drains, nothing runs")
-    func cancelAllThenResume() async throws {
+    func cancelAllThenResume() throws {
         let queue = ConcurrentOperationQueue(name: "A10")
         queue.isSuspended = true
         let runs = AtomicCounter()
@@ -262,7 +262,7 @@ struct QueueTests {
         #expect(operations.allSatisfy { !$0.isFinished }, "C22 not finished before the queue reaches them")
         #expect(queue.operationCount == 10)
         queue.isSuspended = false
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(operations.allSatisfy { $0.isFinished })
         #expect(runs.value == 0)
         #expect(completions.value == 10)
@@ -270,21 +270,21 @@ struct QueueTests {
     }
 
     @Test("N addOperation(block) and addOperations(waitUntilFinished: true)")
-    func convenienceAdds() async throws {
+    func convenienceAdds() throws {
         let queue = ConcurrentOperationQueue(name: "convenience")
         let ran = Latch()
         let block = queue.addOperation { ran.countDown() }
-        #expect(await ran.opened(within: operationTestTimeout))
-        #expect(await block.finishes(within: operationTestTimeout))
+        #expect(ran.wait(timeout: operationTestTimeout))
+        #expect(block.waitUntilFinishedBlocking(timeout: operationTestTimeout))
         let runs = AtomicCounter()
         let operations = (0..<8).map { index in ClosureOperation(name: "b\(index)") { runs.increment() } }
-        try await throwingOffThePool { try queue.addOperations(operations, waitUntilFinished: true) }
+        try queue.addOperations(operations, waitUntilFinished: true)
         #expect(runs.value == 8)
         #expect(operations.allSatisfy { $0.isFinished })
     }
 
     @Test("N the queue releases an operation once it has finished")
-    func finishedOperationsAreReleased() async throws {
+    func finishedOperationsAreReleased() throws {
         let queue = ConcurrentOperationQueue(name: "release")
         let gone = Latch(count: 3)
         do {
@@ -293,14 +293,14 @@ struct QueueTests {
             let c = DeallocationProbeOperation(name: "C", deallocated: gone)
             try b.addDependency(a)
             try c.addDependency(b)
-            try await throwingOffThePool { try queue.addOperations([a, b, c], waitUntilFinished: true) }
+            try queue.addOperations([a, b, c], waitUntilFinished: true)
         }
-        #expect(await gone.opened(within: operationTestTimeout))
+        #expect(gone.wait(timeout: operationTestTimeout))
         #expect(queue.operationCount == 0)
     }
 
     @Test("N the queue keeps its operations, and itself, alive until they have finished")
-    func queueKeepsOperationsAlive() async throws {
+    func queueKeepsOperationsAlive() throws {
         let gate = Gate()
         let ran = Recorder<String>()
         let gone = Latch(count: 3)
@@ -318,7 +318,7 @@ struct QueueTests {
         }
         // Neither the queue nor its operations are referenced by the test any more.
         gate.open()
-        #expect(await gone.opened(within: operationTestTimeout))
+        #expect(gone.wait(timeout: operationTestTimeout))
         #expect(ran.values == ["A", "B", "C"])
     }
 }

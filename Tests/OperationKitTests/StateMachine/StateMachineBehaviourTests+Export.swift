@@ -99,14 +99,14 @@ extension StateMachineBehaviourTests {
     /// A state that no transition leads to or from — typically the state a machine is suspended to
     /// (Machinus's background state) — is still one of the machine's states.
     @Test("every registered state appears in both exports, including one without edges")
-    func exportsListEveryState() async throws {
+    func exportsListEveryState() throws {
         let machine = try StateMachine<String>(name: "lonely") {
             StateDefinition("idle", allowedTransitions: "busy")
             StateDefinition("busy", allowedTransitions: "idle")
             StateDefinition("background")
             StateDefinition("in background")
         }
-        #expect(await machine.suspendOutcome(to: "background")?.successValue == StateTransition(
+        #expect(machine.suspendOutcome(to: "background")?.successValue == StateTransition(
             from: "idle", to: "background", cause: .suspend))
         let mermaid = machine.mermaidDiagram()
         let dot = machine.graphvizDOT()
@@ -135,13 +135,13 @@ extension StateMachineBehaviourTests {
     // MARK: Errors and descriptions
 
     @Test("an error's description has its code, the machine's name and the message")
-    func errorDescription() async throws {
+    func errorDescription() throws {
         let machine = try StateMachine<Phase>(name: "describer") {
             StateDefinition(.a, allowedTransitions: .b)
             StateDefinition(.b)
             StateDefinition(.c)
         }
-        let error = try #require(await machine.outcome(to: .c)?.failureValue)
+        let error = try #require(machine.outcome(to: .c)?.failureValue)
         #expect(error.description == "StateMachineError.illegalTransition [describer]: a cannot go to c (allowed: b)")
         #expect("\(error.code)" == "illegalTransition")
         let codes: [StateMachineErrorCode] = [.alreadyInState, .transitionDenied, .illegalTransition,

@@ -36,7 +36,7 @@ struct StateMachineBehaviourTests {
     /// Requests made from a barrier, an action, an observer and a completion handler each run
     /// after the request being handled has completed, in the order they were made.
     @Test("requests made while a transition runs are queued, first in first out", arguments: [false, true])
-    func reentrantRequests(withQueue: Bool) async throws {
+    func reentrantRequests(withQueue: Bool) throws {
         let runner = TaggedDispatchQueue("reentrant-runner")
         let log = Recorder<String>()
         let slot = Recorder<Machine>()
@@ -79,8 +79,8 @@ struct StateMachineBehaviourTests {
             log.record("outer request returned")
             returned.countDown()
         }
-        #expect(await allDone.opened(within: stateMachineTestTimeout))
-        #expect(await returned.opened(within: stateMachineTestTimeout))
+        #expect(allDone.wait(timeout: stateMachineTestTimeout))
+        #expect(returned.wait(timeout: stateMachineTestTimeout))
         let handled = [
             "barrier", "b afterEntering", "observer a -> b", "outer done a -> b",
             "observer b -> c", "X1 done b -> c on runner: true",
@@ -95,7 +95,7 @@ struct StateMachineBehaviourTests {
     }
 
     @Test("without a queue, a request made from another thread while one runs is run by the running thread")
-    func requestFromAnotherThreadWhileRunning() async throws {
+    func requestFromAnotherThreadWhileRunning() throws {
         let runner = TaggedDispatchQueue("running-thread")
         let log = Recorder<String>()
         let entered = Latch()
@@ -112,7 +112,7 @@ struct StateMachineBehaviourTests {
         runner.queue.async {
             machine.requestTransition(to: .b) { outcome in log.record("outer done \(Summary(outcome).text)") }
         }
-        #expect(await entered.opened(within: stateMachineTestTimeout))
+        #expect(entered.wait(timeout: stateMachineTestTimeout))
         let requested = Latch()
         DispatchQueue(label: "inner-request").async {  // not the test's thread, in case the request blocks
             machine.requestTransition(to: .c) { outcome in
@@ -122,11 +122,11 @@ struct StateMachineBehaviourTests {
             requested.countDown()
         }
         // The request returned at once, queued, not run: the machine is still in the first transition.
-        #expect(await requested.opened(within: stateMachineTestTimeout))
+        #expect(requested.wait(timeout: stateMachineTestTimeout))
         #expect(log.values.isEmpty)
         #expect(machine.state == .b)
         release.open()
-        #expect(await innerDone.opened(within: stateMachineTestTimeout))
+        #expect(innerDone.wait(timeout: stateMachineTestTimeout))
         #expect(log.values == ["b entered, waiting: true", "outer done a -> b",
                                "inner done b -> c on the running thread: true"])
     }
@@ -310,7 +310,7 @@ struct StateMachineBehaviourTests {
     }
 
     @Test("an observer registered inside an action sees only later changes; observers run outside the lock")
-    func observerRegisteredDuringTransition() async throws {
+    func observerRegisteredDuringTransition() throws {
         let slot = Recorder<Machine>()
         let late = Recorder<String>()
         let observations = Recorder<StateObservation>()
@@ -323,8 +323,8 @@ struct StateMachineBehaviourTests {
             StateDefinition(.c)
         }
         slot.record(machine)
-        #expect(Summary(await machine.outcome(to: .b)) == .changed(.init(from: .a, to: .b)))
-        #expect(Summary(await machine.outcome(to: .c)) == .changed(.init(from: .b, to: .c)))
+        #expect(Summary(machine.outcome(to: .b)) == .changed(.init(from: .a, to: .b)))
+        #expect(Summary(machine.outcome(to: .c)) == .changed(.init(from: .b, to: .c)))
         #expect(late.values == ["b -> c state c"])
         observations.values.forEach { $0.cancel() }
     }

@@ -48,7 +48,7 @@ struct StateMachineScenarioTests {
     // MARK: 105, 106
 
     @Test("O105 action order: machine, leaving, entering, change, observers, completion — with arguments")
-    func actionOrder() async throws {
+    func actionOrder() throws {
         let log = Recorder<String>()
         let machines = Recorder<Machine>()  // lets the actions read the machine's state
         @Sendable func seen() -> String { machines.values.first.map { "\($0.state)" } ?? "?" }
@@ -71,7 +71,7 @@ struct StateMachineScenarioTests {
         machines.record(machine)
         let observation = machine.observe { log.record("observer \($0) [\(seen())]") }
         defer { observation.cancel() }
-        let outcome = await machine.waitForOutcome { completion in
+        let outcome = machine.waitForOutcome { completion in
             machine.requestTransition(to: .b) { outcome in
                 log.record("completion [\(seen())]")
                 completion(outcome)
@@ -93,7 +93,7 @@ struct StateMachineScenarioTests {
     }
 
     @Test("O106 (MA 0.1 order, not TK's): several actions of one kind run in the order they were added")
-    func severalActionsInOrder() async throws {
+    func severalActionsInOrder() throws {
         let log = Recorder<String>()
         let machine = try Machine(name: "O106") {
             StateDefinition(.a, allowedTransitions: .b)
@@ -104,25 +104,25 @@ struct StateMachineScenarioTests {
                 .afterEntering { _ in log.record("enter 2") }
                 .afterEntering { _ in log.record("enter 3") }
         }
-        #expect(Summary(await machine.outcome(to: .b)) == .changed(StateTransition(from: .a, to: .b)))
+        #expect(Summary(machine.outcome(to: .b)) == .changed(StateTransition(from: .a, to: .b)))
         #expect(log.values == ["leave 1", "leave 2", "enter 1", "enter 2", "enter 3"])
     }
 
     // MARK: 107, 108
 
     @Test("O107 same state: quiet no-op by default, alreadyInState with the option; no action either way")
-    func sameState() async throws {
+    func sameState() throws {
         let log = Recorder<String>()
         let quiet = try Self.plainMachine(log)
         let quietObservation = quiet.observe { log.record("observer \($0)") }
         defer { quietObservation.cancel() }
-        #expect(Summary(await quiet.outcome(to: .a)) == .nothing)
+        #expect(Summary(quiet.outcome(to: .a)) == .nothing)
         #expect(quiet.state == .a)
 
         let strict = try Self.plainMachine(log, options: .sameStateIsError)
         let strictObservation = strict.observe { log.record("observer \($0)") }
         defer { strictObservation.cancel() }
-        let error = try #require(await strict.outcome(to: .a)?.failureValue)
+        let error = try #require(strict.outcome(to: .a)?.failureValue)
         #expect(error.code == .alreadyInState)
         #expect(error.state == .a && error.target == .a && error.machineName == "plain")
         #expect(strict.state == .a)
@@ -131,27 +131,27 @@ struct StateMachineScenarioTests {
     }
 
     @Test("O108 illegal transition: illegalTransition naming both states, state unchanged, no action")
-    func illegalTransition() async throws {
+    func illegalTransition() throws {
         let log = Recorder<String>()
         let machine = try Self.plainMachine(log)
         let observation = machine.observe { log.record("observer \($0)") }
         defer { observation.cancel() }
         #expect(!machine.canTransition(to: .d))
-        let error = try #require(await machine.outcome(to: .d)?.failureValue)
+        let error = try #require(machine.outcome(to: .d)?.failureValue)
         #expect(error.code == .illegalTransition)
         #expect(error.state == .a && error.target == .d)
         #expect(error.message.contains("a") && error.message.contains("d") && error.message.contains("b, c"))
         #expect(machine.state == .a)
         #expect(log.values.isEmpty)
         // An unregistered target is refused the same way, with its own code.
-        #expect(Summary(await machine.outcome(to: .unknown)) == .failed(.unknownState))
+        #expect(Summary(machine.outcome(to: .unknown)) == .failed(.unknownState))
         #expect(machine.state == .a && log.values.isEmpty)
     }
 
     // MARK: 109, 110
 
     @Test("O109 global states: entered from anywhere unlisted; a global final state is not left")
-    func globalStates() async throws {
+    func globalStates() throws {
         let log = Recorder<String>()
         let machine = try Machine(name: "O109") {
             Self.recorded(.a, [.b], log)
@@ -161,33 +161,33 @@ struct StateMachineScenarioTests {
             Self.entering(.globalFinal, [], log).makeGlobal().makeFinal()
         }
         #expect(machine.canTransition(to: .global))
-        #expect(await machine.outcome(to: .global)?.successValue == StateTransition(from: .a, to: .global))
+        #expect(machine.outcome(to: .global)?.successValue == StateTransition(from: .a, to: .global))
         #expect(log.values == ["a beforeLeaving global", "global beforeEntering a",
                                "a afterLeaving global", "global afterEntering a"])
-        #expect(await machine.outcome(to: .a)?.successValue == StateTransition(from: .global, to: .a))
-        #expect(await machine.outcome(to: .b)?.successValue == StateTransition(from: .a, to: .b))
-        #expect(await machine.outcome(to: .c)?.successValue == StateTransition(from: .b, to: .c))
+        #expect(machine.outcome(to: .a)?.successValue == StateTransition(from: .global, to: .a))
+        #expect(machine.outcome(to: .b)?.successValue == StateTransition(from: .a, to: .b))
+        #expect(machine.outcome(to: .c)?.successValue == StateTransition(from: .b, to: .c))
         #expect(machine.canTransition(to: .globalFinal))
-        #expect(await machine.outcome(to: .globalFinal)?.successValue == StateTransition(from: .c, to: .globalFinal))
+        #expect(machine.outcome(to: .globalFinal)?.successValue == StateTransition(from: .c, to: .globalFinal))
         // Not even another global state leaves it.
         #expect(!machine.canTransition(to: .global))
-        #expect(Summary(await machine.outcome(to: .global)) == .nothing)
+        #expect(Summary(machine.outcome(to: .global)) == .nothing)
         #expect(machine.state == .globalFinal)
     }
 
     @Test("O109 a global state's barrier still applies")
-    func globalBarrier() async throws {
+    func globalBarrier() throws {
         let machine = try Machine(name: "O109-barrier") {
             StateDefinition(.a, allowedTransitions: .b)
             StateDefinition(.b)
             StateDefinition(.global).makeGlobal().withTransitionBarrier { _ in .deny }
         }
-        #expect(Summary(await machine.outcome(to: .global)) == .failed(.transitionDenied))
+        #expect(Summary(machine.outcome(to: .global)) == .failed(.transitionDenied))
         #expect(machine.state == .a)
     }
 
     @Test("O110 final state: quiet no-op by default, finalState with the option, only reset leaves it")
-    func finalState() async throws {
+    func finalState() throws {
         for options: StateMachineOptions in [[], .finalStateIsError] {
             let log = Recorder<String>()
             let machine = try Machine(name: "O110", options: options) {
@@ -195,10 +195,10 @@ struct StateMachineScenarioTests {
                 Self.recorded(.b, [], log).makeGlobal()
                 Self.entering(.final, [], log).makeFinal()
             }
-            #expect(await machine.outcome(to: .final)?.successValue == StateTransition(from: .a, to: .final))
+            #expect(machine.outcome(to: .final)?.successValue == StateTransition(from: .a, to: .final))
             let entered = log.values
             for target in [N.a, .b, .final, .unknown] {
-                let outcome = await machine.outcome(to: target)
+                let outcome = machine.outcome(to: target)
                 if options.contains(.finalStateIsError) {
                     let error = try #require(outcome?.failureValue)
                     #expect(error.code == .finalState && error.state == .final && error.target == target)
@@ -206,14 +206,14 @@ struct StateMachineScenarioTests {
                     #expect(Summary(outcome) == .nothing)
                 }
             }
-            #expect(Summary(await machine.dynamicOutcome())
+            #expect(Summary(machine.dynamicOutcome())
                         == (options.isEmpty ? .nothing : .failed(.finalState)))
             // "cannot be the background state"; and suspending a machine in a final state is ignored.
-            #expect(Summary(await machine.suspendOutcome(to: .final)) == .failed(.finalState))
-            #expect(Summary(await machine.suspendOutcome(to: .b)) == .nothing)
+            #expect(Summary(machine.suspendOutcome(to: .final)) == .failed(.finalState))
+            #expect(Summary(machine.suspendOutcome(to: .b)) == .nothing)
             #expect(machine.state == .final && !machine.isSuspended)
             #expect(log.values == entered)
-            #expect(await machine.resetOutcome()?.successValue == StateTransition(from: .final, to: .a, cause: .reset))
+            #expect(machine.resetOutcome()?.successValue == StateTransition(from: .final, to: .a, cause: .reset))
             #expect(machine.state == .a)
             #expect(log.values == entered)
         }
@@ -287,11 +287,11 @@ struct StateMachineScenarioTests {
     }
 
     @Test("O117 (adapted: no activation): building a machine runs no action; the first transition runs them")
-    func noActivation() async throws {
+    func noActivation() throws {
         let log = Recorder<String>()
         let machine = try Self.plainMachine(log)
         #expect(machine.state == .a && log.values.isEmpty)
-        #expect(await machine.outcome(to: .b)?.successValue == StateTransition(from: .a, to: .b))
+        #expect(machine.outcome(to: .b)?.successValue == StateTransition(from: .a, to: .b))
         #expect(log.values.count == 4)
     }
 }

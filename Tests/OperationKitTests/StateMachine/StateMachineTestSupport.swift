@@ -40,7 +40,7 @@ extension StateMachine {
         timeout: Duration = stateMachineTestTimeout,
         sourceLocation: SourceLocation = #_sourceLocation,
         _ request: @escaping @Sendable (_ completion: @escaping @Sendable (Outcome) -> Void) -> Void
-    ) async -> Outcome? {
+    ) -> Outcome? {
         let outcomes = Recorder<Outcome>()
         let done = Latch()
         DispatchQueue(label: "StateMachineTests.request").async {  // serial, so it gets a thread at once
@@ -49,7 +49,7 @@ extension StateMachine {
                 done.countDown()
             }
         }
-        guard await done.opened(within: timeout) else {
+        guard done.wait(timeout: timeout) else {
             Issue.record("the completion was not called", sourceLocation: sourceLocation)
             return nil
         }
@@ -58,28 +58,28 @@ extension StateMachine {
     }
 
     /// Requests a transition to `target` and waits for its outcome.
-    func outcome(to target: State, sourceLocation: SourceLocation = #_sourceLocation) async -> Outcome? {
-        await waitForOutcome(sourceLocation: sourceLocation) { self.requestTransition(to: target, completion: $0) }
+    func outcome(to target: State, sourceLocation: SourceLocation = #_sourceLocation) -> Outcome? {
+        waitForOutcome(sourceLocation: sourceLocation) { self.requestTransition(to: target, completion: $0) }
     }
 
     /// Requests a dynamic transition and waits for its outcome.
-    func dynamicOutcome(sourceLocation: SourceLocation = #_sourceLocation) async -> Outcome? {
-        await waitForOutcome(sourceLocation: sourceLocation) { self.requestTransition(completion: $0) }
+    func dynamicOutcome(sourceLocation: SourceLocation = #_sourceLocation) -> Outcome? {
+        waitForOutcome(sourceLocation: sourceLocation) { self.requestTransition(completion: $0) }
     }
 
     /// Suspends to `state` and waits for the outcome.
-    func suspendOutcome(to state: State, sourceLocation: SourceLocation = #_sourceLocation) async -> Outcome? {
-        await waitForOutcome(sourceLocation: sourceLocation) { self.requestSuspend(to: state, completion: $0) }
+    func suspendOutcome(to state: State, sourceLocation: SourceLocation = #_sourceLocation) -> Outcome? {
+        waitForOutcome(sourceLocation: sourceLocation) { self.requestSuspend(to: state, completion: $0) }
     }
 
     /// Resumes and waits for the change it reports.
-    func resumeOutcome(sourceLocation: SourceLocation = #_sourceLocation) async -> Outcome? {
-        await waitForOutcome(sourceLocation: sourceLocation) { completion in self.requestResume { completion(.success($0)) } }
+    func resumeOutcome(sourceLocation: SourceLocation = #_sourceLocation) -> Outcome? {
+        waitForOutcome(sourceLocation: sourceLocation) { completion in self.requestResume { completion(.success($0)) } }
     }
 
     /// Resets and waits for the change it reports.
-    func resetOutcome(sourceLocation: SourceLocation = #_sourceLocation) async -> Outcome? {
-        await waitForOutcome(sourceLocation: sourceLocation) { completion in self.requestReset { completion(.success($0)) } }
+    func resetOutcome(sourceLocation: SourceLocation = #_sourceLocation) -> Outcome? {
+        waitForOutcome(sourceLocation: sourceLocation) { completion in self.requestReset { completion(.success($0)) } }
     }
 }
 

@@ -17,13 +17,13 @@ func awaiterCount(_ workflow: Workflow) -> Int {
     workflow.lock.withLock { workflow.awaiters.count }
 }
 
-/// Whether `condition` becomes true within `timeout`, checked with ``pollPause()`` between looks. For states that
+/// Whether `condition` becomes true within `timeout`, checked between yields. For states that
 /// have no callback to wait on (an awaiter has registered); it never stands in for an ordering.
 func awaitEventually(within timeout: Duration = workflowTimeout, _ condition: () -> Bool) async -> Bool {
     let deadline = ContinuousClock.now + timeout
     while !condition() {
         if ContinuousClock.now > deadline { return false }
-        await pollPause()
+        await Task.yield()
     }
     return true
 }

@@ -254,7 +254,7 @@ struct RepeatProcedureTests {
         }
         try queue.addOperation(repeated)
         #expect(await repeated.finishes())
-        #expect(await queue.empties(within: operationTestTimeout))
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
         #expect(instrument.kinds(of: repeated) == ["added", "ready", "started", "retrying(2)", "retrying(3)", "finished(succeeded)"])
     }
 }
