@@ -6,7 +6,7 @@ import Testing
 /// The top-level trap itself is checked by the Connection example (top-level code exists only in
 /// a `main.swift`); here, each async form is awaited and must wait and throw, and each renamed
 /// synchronous form must return at once.
-@Suite("Issue 13 item 10: sync/async twins")
+@Suite("Issue 13 item 10: sync/async twins", .offThePool)
 struct SyncAsyncTwinsTests {
     enum Light: Hashable, Sendable { case off, on, broken }
 

@@ -1,8 +1,9 @@
 @testable import OperationKit
+import OperationKitTestSupport
 import Testing
 
 /// `ProgressAggregate` and `OperationProgress`: the arithmetic of aggregated progress. Pure.
-@Suite("Observability: progress aggregation (pure)")
+@Suite("Observability: progress aggregation (pure)", .offThePool)
 struct ProgressAggregateTests {
     let a = ObjectIdentifier(A.self)
     let b = ObjectIdentifier(B.self)
@@ -109,7 +110,7 @@ struct ProgressAggregateTests {
     }
 }
 
-@Suite("Observability: progress weights out of range")
+@Suite("Observability: progress weights out of range", .offThePool)
 struct ProgressWeightRangeTests {
     @Test("a negative or huge progress weight is clamped, not a crash")
     func clamped() {

@@ -1,9 +1,10 @@
 @testable import OperationKit
+import OperationKitTestSupport
 import Testing
 
 /// `ProgressCoalescer`: when one subscriber gets an update. Pure: instants are made up, no clock,
 /// no threads.
-@Suite("Observability: progress coalescing (pure)")
+@Suite("Observability: progress coalescing (pure)", .offThePool)
 struct ProgressCoalescerTests {
     typealias Action = ProgressCoalescer.Action
 

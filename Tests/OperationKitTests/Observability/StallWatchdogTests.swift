@@ -4,7 +4,7 @@ import Testing
 
 /// Issue 15 §2: the stall watchdog, with small thresholds injected; every wait is bounded and
 /// nothing asserts how fast anything is.
-@Suite("Stall watchdog")
+@Suite("Stall watchdog", .offThePool)
 struct StallWatchdogTests {
     @Test("an operation executing longer than the limit is reported once, with the snapshot")
     func executionLimit() async throws {

@@ -6,7 +6,7 @@ import OperationKit
 import OperationKitTestSupport
 import Testing
 
-@Suite("Observability: TimelineRecorder's Chrome trace")
+@Suite("Observability: TimelineRecorder's Chrome trace", .offThePool)
 struct TimelineRecorderTests {
     typealias Event = [String: Any]
 

@@ -4,7 +4,7 @@ import OperationKitTestSupport
 import Testing
 
 /// Issue 15 §1: wait-for cycles named in a snapshot, and the renders of the live graph.
-@Suite("Snapshot: wait-for cycles and renders")
+@Suite("Snapshot: wait-for cycles and renders", .offThePool)
 struct WaitForCycleTests {
     /// A snapshot entry for the graph tests (no times, no children).
     func entry(

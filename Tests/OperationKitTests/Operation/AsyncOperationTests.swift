@@ -6,7 +6,7 @@ import Testing
 
 /// Async work as operations: AsyncOperation, AsyncProcedure, `queue.addOperation { async }`,
 /// cancellation from the operation to its task, and the batch `map`.
-@Suite("Concurrency: async work as operations")
+@Suite("Concurrency: async work as operations", .offThePool)
 struct AsyncOperationTests {
     struct Boom: Error, Equatable { var id = 0 }
 

@@ -7,7 +7,7 @@ import Testing
 /// The task that ran an AsyncOperation's closure goes on to the closures of the async operations
 /// its queue has ready next (`AsyncRunner`): one task for a chain, cancellation that reaches only
 /// the closure it was meant for, and everything else handed back to the queue's workers.
-@Suite("Concurrency: async operations share a task along a chain")
+@Suite("Concurrency: async operations share a task along a chain", .offThePool)
 struct AsyncRunnerTests {
     /// What a closure saw of the task it ran in.
     final class Sightings: Sendable {

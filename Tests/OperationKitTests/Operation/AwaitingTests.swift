@@ -6,7 +6,7 @@ import Testing
 
 /// Awaiting operations: `finished`, `waitUntilFinished(whenCancelled:)` and `value`, exactly once
 /// per awaiter, before and after the finish, under every cancellation policy.
-@Suite("Concurrency: awaiting operations")
+@Suite("Concurrency: awaiting operations", .offThePool)
 struct AwaitingTests {
     @Test("await finished resumes once the operation finishes")
     func finishedResumes() async throws {

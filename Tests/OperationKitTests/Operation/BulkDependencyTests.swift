@@ -5,7 +5,7 @@ import Testing
 
 /// `addDependencies(_:)`, the bulk form of `addDependency(_:)`, and what a cancelled dependent
 /// leaves behind in the dependencies it never waited for.
-@Suite("D. Bulk dependencies and cancelled dependents")
+@Suite("D. Bulk dependencies and cancelled dependents", .offThePool)
 struct BulkDependencyTests {
     @Test("addDependencies before enqueueing: the dependent waits for every one")
     func bulkBeforeEnqueue() throws {

@@ -6,7 +6,7 @@ import Testing
 // Several completion blocks (issue 16, part 5): addCompletionBlock(_:) — every block once, in the
 // order added, after the finish; none accepted after it; composed with completionBlock.
 
-@Suite("Operation: several completion blocks")
+@Suite("Operation: several completion blocks", .offThePool)
 struct CompletionBlocksTests {
     @Test("completionBlock and added blocks run once each, in order, after the operation finished")
     func order() async throws {

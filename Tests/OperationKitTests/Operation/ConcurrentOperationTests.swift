@@ -5,7 +5,7 @@ import Testing
 
 /// `ConcurrentOperation` and `ClosureOperation`: lifecycle, start without a queue, the completion
 /// block, cancellation (section C, operation layer) and waiting.
-@Suite("ConcurrentOperation lifecycle, cancellation and waiting")
+@Suite("ConcurrentOperation lifecycle, cancellation and waiting", .offThePool)
 struct ConcurrentOperationTests {
     @Test("A1 a new operation is ready, not executing, not finished, not cancelled")
     func initialState() {

@@ -5,7 +5,7 @@ import Testing
 
 /// Section D (operation layer) and A8: dependencies between `ConcurrentOperation`s, in one
 /// queue, across queues and with no queue at all. A cancelled dependency counts as finished.
-@Suite("D. Dependencies (operation layer)")
+@Suite("D. Dependencies (operation layer)", .offThePool)
 struct DependencyTests {
     @Test("A8 readiness includes dependencies: B is ready only once A has finished")
     func readinessIncludesDependencies() throws {

@@ -1,8 +1,9 @@
 import OperationKit
+import OperationKitTestSupport
 import Testing
 
 /// Issue 14: errors and operations read well when printed.
-@Suite("Descriptions of operations and errors")
+@Suite("Descriptions of operations and errors", .offThePool)
 struct DescriptionTests {
     struct DiskFull: Error, CustomStringConvertible {
         var description: String { "Disk full" }

@@ -6,7 +6,7 @@ import Testing
 /// `ConcurrentOperation.lifecycleEvents`: started / cancelled / finished as an AsyncSequence, kept
 /// in a process-wide side table. Serialized: the table checks look up operations by identity,
 /// which another test's operation could take over once one is released.
-@Suite("Concurrency: operation lifecycle event streams", .serialized)
+@Suite("Concurrency: operation lifecycle event streams", .offThePool, .serialized)
 struct OperationEventStreamTests {
     typealias Event = ConcurrentOperation.LifecycleEvent
 

@@ -7,7 +7,7 @@ import Testing
 /// `OperationLayer`: one dependency that stands for every operation of a set (issue 17). Every wait
 /// is bounded; members that must be held back are `HeldOperation`s (executing, holding no thread)
 /// that the test finishes, never a sleep or a blocked worker thread.
-@Suite("OperationLayer: depending on every operation of a set")
+@Suite("OperationLayer: depending on every operation of a set", .offThePool)
 struct OperationLayerTests {
     /// Finishes held members once each has started (bounded waits).
     private func release(_ members: [HeldOperation]) async {

@@ -1,8 +1,9 @@
 @testable import OperationKit
+import OperationKitTestSupport
 import Testing
 
 /// Exhaustive, thread-free tests of the pure lifecycle: every state × cancelled flag × event.
-@Suite("OperationLifecycle transition table")
+@Suite("OperationLifecycle transition table", .offThePool)
 struct OperationLifecycleTests {
     typealias State = OperationLifecycle.State
 

@@ -6,7 +6,7 @@ import Testing
 /// `ConcurrentOperation.reportProgress(completed:total:)`, `progress` and `progressWeight`, kept in
 /// a process-wide side table. Serialized: the table checks look up operations by identity, which
 /// another test's operation could take over once one is released.
-@Suite("Operation: reported progress", .serialized)
+@Suite("Operation: reported progress", .offThePool, .serialized)
 struct OperationProgressTests {
     @Test("an operation that never reports is one unit: 0/1, then 1/1 once finished; no table entry")
     func unreported() async throws {

@@ -5,7 +5,7 @@ import Testing
 
 /// Section A of SCENARIOS.md on the public `OperationStateMachine`. Illegal events (A4, A6) are
 /// in `MisuseTests`.
-@Suite("A. OperationStateMachine")
+@Suite("A. OperationStateMachine", .offThePool)
 struct OperationStateMachineTests {
     /// The object that owns a machine in these tests.
     final class Host {}

@@ -6,7 +6,7 @@ import OperationKitTestSupport
 import Synchronization
 import Testing
 
-@Suite("Queue part: execution blocks of ClosureOperation")
+@Suite("Queue part: execution blocks of ClosureOperation", .offThePool)
 struct QueueExecutionBlocksTests {
     @Test("added blocks run after the first, in order, and the operation finishes after them all")
     func blocksRunInOrder() async throws {

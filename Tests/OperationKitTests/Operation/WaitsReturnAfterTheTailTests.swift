@@ -6,7 +6,7 @@ import Testing
 
 /// Issue 13 item 11: a queue's waits return only once its operations have finished and their
 /// completion blocks and did-finish observers have returned; so do an operation's own waits.
-@Suite("Issue 13 item 11: waits return after the work's tail")
+@Suite("Issue 13 item 11: waits return after the work's tail", .offThePool)
 struct WaitsReturnAfterTheTailTests {
     /// Finishes from another thread, as callback work does (not as the last step of `execute()`).
     final class CallbackProcedure: ProcedureOperation, @unchecked Sendable {

@@ -69,7 +69,7 @@ final class AddHookProcedure: ProcedureOperation, @unchecked Sendable {
     override func procedureDidAdd(_ operation: ConcurrentOperation) { log.record("hook didAdd(\(operation.displayName))") }
 }
 
-@Suite("Events: will add and did add")
+@Suite("Events: will add and did add", .offThePool)
 struct AddEventsTests {
     @Test("produce: will add before the add, did add and did produce after it, once each, between will execute and will finish")
     func produceOrder() async throws {

@@ -5,7 +5,7 @@ import Testing
 
 /// `then` chaining (issue 16, part 4): `a.then(b)`, `a.then { … }`, `[a, b].then(c)`, and the
 /// errors of misuse, which are addDependency's.
-@Suite("Chaining with then")
+@Suite("Chaining with then", .offThePool)
 struct ChainingTests {
     @Test("a.then(b).then(c) returns the last one and runs in order, whatever order they are added in")
     func orderThroughThen() async throws {

@@ -5,7 +5,7 @@ import OperationKit
 import OperationKitTestSupport
 import Testing
 
-@Suite("Condition dependencies")
+@Suite("Condition dependencies", .offThePool)
 struct ConditionDependencyTests {
     @Test("a condition's dependency finishes before the condition is evaluated")
     func dependencyFirst() async throws {

@@ -55,7 +55,7 @@ final class CountingObjectCondition: OperationCondition, Sendable {
     }
 }
 
-@Suite("Condition identity")
+@Suite("Condition identity", .offThePool)
 struct ConditionIdentityTests {
     /// Runs a procedure with `conditions` (each added in turn) and returns it once finished.
     func run(_ label: String, _ conditions: [any OperationCondition]) async throws -> ProcedureCountingHooks {

@@ -28,7 +28,7 @@ private struct SlowToMake: OperationCondition {
     }
 }
 
-@Suite("Conditions: the leading (injection) conditions come first")
+@Suite("Conditions: the leading (injection) conditions come first", .offThePool)
 struct ConditionOrderRegressionTests {
     @Test("a condition added before an injection is not started while the injection's gate is being made")
     func leadingConditionsBeforeTheOthers() throws {

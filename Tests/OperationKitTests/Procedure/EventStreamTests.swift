@@ -4,7 +4,7 @@ import OperationKitTestSupport
 import Testing
 
 /// Event streams: a procedure's lifecycle events and a queue's events as AsyncSequences.
-@Suite("Concurrency: event streams")
+@Suite("Concurrency: event streams", .offThePool)
 struct EventStreamTests {
     /// Collects a stream's events until it ends (failing by timeout if it never does).
     static func collect<Element: Sendable>(_ stream: AsyncStream<Element>) async throws -> [Element] {

@@ -25,7 +25,7 @@ final class ErrorFilteringGroup: GroupOperation, @unchecked Sendable {
     }
 }
 
-@Suite("Group child errors")
+@Suite("Group child errors", .offThePool)
 struct GroupChildErrorTests {
     func failing(_ name: String, _ id: Int) -> ClosureProcedure<Void> {
         ClosureProcedure(name: name) { throw ProcedureTestError(id) }

@@ -5,7 +5,7 @@ import Testing
 
 /// J77, C34: GroupOperation — children on a queue of the group's own, which finishes after them
 /// and what they produce, collects their errors, honours its concurrency limit and cancellation.
-@Suite("J77/C34 GroupOperation")
+@Suite("J77/C34 GroupOperation", .offThePool)
 struct GroupOperationTests {
     @Test("J77 the group finishes only after its children and the operations they produced")
     func finishesAfterChildrenAndProduced() async throws {

@@ -5,7 +5,7 @@ import Testing
 
 /// A group's aggregate progress (its children's), its stream ending with the group, and its share
 /// in the progress of the queue it runs on.
-@Suite("Procedure: group progress")
+@Suite("Procedure: group progress", .offThePool)
 struct GroupProgressTests {
     @Test("the children's aggregate; the stream ends after the final update once the group finishes")
     func children() async throws {

@@ -4,7 +4,7 @@ import OperationKitTestSupport
 import Testing
 
 /// Issue 13 ("Nothing waits forever"), items 2, 3, 4 and 7: groups that used to wait forever.
-@Suite("Issue 13 groups never wait forever")
+@Suite("Issue 13 groups never wait forever", .offThePool)
 struct GroupWaitingTests {
     @Test("issue 13 item 2: a group refuses a child it cannot take, all or nothing")
     func item2GroupRefusesChildren() async throws {

@@ -4,7 +4,7 @@ import Testing
 
 /// Issue 13 item 9: a finish called on a cancelled procedure before its queue started it keeps
 /// its errors (the first such finish; later ones are ignored).
-@Suite("Issue 13 item 9: lost errors")
+@Suite("Issue 13 item 9: lost errors", .offThePool)
 struct LostErrorsTests {
     @Test("issue 13 item 9: finish(with:) on a cancelled procedure before its queue started it keeps the error")
     func finishOnCancelledBeforeStartKeepsItsErrors() async throws {

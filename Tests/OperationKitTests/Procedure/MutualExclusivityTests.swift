@@ -6,7 +6,7 @@ import Testing
 /// Section L: MutuallyExclusive — at most one procedure per category runs at a time, across
 /// queues; the category is taken after the conditions are satisfied and given back on finish.
 /// Every test uses categories of its own: the register is process-wide.
-@Suite("L. Mutual exclusivity")
+@Suite("L. Mutual exclusivity", .offThePool)
 struct MutualExclusivityTests {
     /// A procedure that enters `meter` when it executes and leaves it (and finishes) a little
     /// later, from another thread: long enough for an overlap to show, without blocking a thread.

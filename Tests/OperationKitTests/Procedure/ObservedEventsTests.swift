@@ -2,7 +2,7 @@ import OperationKit
 import OperationKitTestSupport
 import Testing
 
-@Suite("M. observers choose their events")
+@Suite("M. observers choose their events", .offThePool)
 struct ObservedEventsTests {
     /// Records every event it is told, but wants only some kinds.
     struct Selective: OperationObserver {

@@ -44,7 +44,7 @@ struct QueueNamingObserver: OperationObserver {
     }
 }
 
-@Suite("Events: observer event queues")
+@Suite("Events: observer event queues", .offThePool)
 struct ObserverEventQueueTests {
     @Test("an observer with an eventQueue is told every event on it, once each, in order")
     func eventsOnTheQueue() async throws {

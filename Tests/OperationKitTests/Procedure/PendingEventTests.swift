@@ -7,7 +7,7 @@ import Testing
 // with .execute and .finish — the operation is added before that event; a token for an event
 // already past throws eventAlreadyPast.
 
-@Suite("Events: pending-event tokens")
+@Suite("Events: pending-event tokens", .offThePool)
 struct PendingEventTests {
     @Test("produce before .execute on a pending procedure: the operation is in the queue before will execute")
     func beforeExecuteWhilePending() async throws {

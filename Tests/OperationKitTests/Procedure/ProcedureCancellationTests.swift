@@ -5,7 +5,7 @@ import Testing
 
 /// Section C (and D35–D37): cancelling a procedure at every point of its lifecycle, and what a
 /// cancelled dependency does to its dependents (nothing, in the operation layer).
-@Suite("C. ProcedureOperation cancellation")
+@Suite("C. ProcedureOperation cancellation", .offThePool)
 struct ProcedureCancellationTests {
     @Test("C20 cancelled before queueing: cancelled at once; queued, it never runs and has no result")
     func cancelBeforeQueueing() async throws {

@@ -5,7 +5,7 @@ import Testing
 
 /// Section K: conditions — satisfied, failed, several, produced dependencies, negated, silent,
 /// ignored, compound, and evaluation on a suspended queue.
-@Suite("K. ProcedureOperation conditions")
+@Suite("K. ProcedureOperation conditions", .offThePool)
 struct ProcedureConditionTests {
     /// What one part of a condition decides, for the truth tables.
     enum Decision: String, CaseIterable, Sendable, CustomTestStringConvertible {

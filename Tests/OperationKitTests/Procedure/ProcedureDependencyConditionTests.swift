@@ -9,7 +9,7 @@ import Testing
 /// PK attaches dependency requirements to another condition, which is then not evaluated; ours
 /// are conditions of their own, evaluated with the others, so the procedure is cancelled with
 /// their error whatever the other conditions say.
-@Suite("D38/D39/K87 ProcedureOperation dependency conditions")
+@Suite("D38/D39/K87 ProcedureOperation dependency conditions", .offThePool)
 struct ProcedureDependencyConditionTests {
     /// The dependencies a test can give a procedure.
     enum Dependency: String, Sendable, CustomTestStringConvertible {

@@ -5,7 +5,7 @@ import Testing
 
 /// Section B (and M63, M95): the lifecycle of a ProcedureOperation on a queue, as its `state`
 /// and its observers see it; errors, finishing once, late configuration, starting by hand.
-@Suite("B. ProcedureOperation lifecycle")
+@Suite("B. ProcedureOperation lifecycle", .offThePool)
 struct ProcedureLifecycleScenarioTests {
     @Test("B13 a new procedure is initialized; on a queue it goes pending → executing → finishing → finished")
     func simpleRun() async throws {

@@ -1,9 +1,10 @@
 @testable import OperationKit
+import OperationKitTestSupport
 import Testing
 
 /// Exhaustive, thread-free tests of `ProcedureLifecycle`, the pure transition function of a
 /// procedure: every state × cancelled flag × conditions-failed flag × event, written out by hand.
-@Suite("B14/B15 ProcedureLifecycle transition table")
+@Suite("B14/B15 ProcedureLifecycle transition table", .offThePool)
 struct ProcedureLifecycleTests {
     typealias State = ProcedureState
 

@@ -7,7 +7,7 @@ import Testing
 /// makes the base operation's finish step in its own critical section. These tests pin what
 /// those paths must keep: the order of the lifecycle, cancellation between the steps, and what
 /// the did-finish observers and the completion block see.
-@Suite("Procedure merged steps")
+@Suite("Procedure merged steps", .offThePool)
 struct ProcedureMergedStepsTests {
     @Test("a synchronous condition that cancels its procedure, then answers satisfied: it never executes and finishes once")
     func cancelInsideSatisfiedCondition() async throws {

@@ -6,7 +6,7 @@ import Testing
 
 /// Issue 13 ("Nothing waits forever"), items 5, 6 and 8: conditions decided as early as possible,
 /// a timeout that ends callback work, and a condition added while the queue adds the procedure.
-@Suite("Procedures: nothing waits forever")
+@Suite("Procedures: nothing waits forever", .offThePool)
 struct ProcedureNothingWaitsForeverTests {
     /// How long these tests wait for what must happen (a hang becomes a failure).
     static let bound: Duration = .seconds(10)

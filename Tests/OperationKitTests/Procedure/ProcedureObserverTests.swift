@@ -5,7 +5,7 @@ import Testing
 
 /// Section M (M92) and C33: observers — every event once and in order, never two at a time,
 /// ClosureObserver, TimeoutObserver — and produce(_:).
-@Suite("M. ProcedureOperation observers")
+@Suite("M. ProcedureOperation observers", .offThePool)
 struct ProcedureObserverTests {
     @Test("M92 every event reaches every observer once, in lifecycle order, with produce and cancel where they happen")
     func everyEventOnceInOrder() async throws {

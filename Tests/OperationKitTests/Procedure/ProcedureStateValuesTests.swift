@@ -1,9 +1,10 @@
 @testable import OperationKit
+import OperationKitTestSupport
 import Testing
 
 /// Thread-free tests of the value types behind a procedure's state beside its lifecycle
 /// (ProcedureStateValues.swift): each transition from each case.
-@Suite("Procedure state value types")
+@Suite("Procedure state value types", .offThePool)
 struct ProcedureStateValuesTests {
     struct Failure: Error {}
 

@@ -5,7 +5,7 @@ import Testing
 
 /// onValue and onError on a result procedure (issue 16, part 4; Overdrive, scenario 61): exactly
 /// one kind runs, once; a throw from onValue goes to onError; registering after the finish throws.
-@Suite("Result callbacks: onValue and onError")
+@Suite("Result callbacks: onValue and onError", .offThePool)
 struct ResultCallbackTests {
     /// Records what the callbacks of a procedure receive, and opens `done` after the last one.
     final class Callbacks: Sendable {

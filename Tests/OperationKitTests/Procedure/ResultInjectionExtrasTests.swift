@@ -5,7 +5,7 @@ import Testing
 
 /// Result injection extras (issue 16, part 4): gathered(), map/flatMap/reduce, bind(to:) and
 /// bind(from:), Optional into non-optional, and the injection that also gets the producer's error.
-@Suite("Result injection extras")
+@Suite("Result injection extras", .offThePool)
 struct ResultInjectionExtrasTests {
     /// A procedure that waits at `gate` (off the pool), then finishes with `result`.
     static func gated<Output: Sendable>(

@@ -5,7 +5,7 @@ import Testing
 
 /// G61, D44: typed results (ResultProcedure, ClosureProcedure, TransformProcedure) and result
 /// injection between procedures, including that injection leaves no retain cycle.
-@Suite("G61/D44 Typed results and result injection")
+@Suite("G61/D44 Typed results and result injection", .offThePool)
 struct ResultInjectionTests {
     /// A ResultProcedure whose work is a closure handed the procedure.
     final class Producer<Output: Sendable>: ResultProcedure<Output>, @unchecked Sendable {

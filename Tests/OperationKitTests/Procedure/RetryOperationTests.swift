@@ -5,7 +5,7 @@ import Testing
 
 /// E50: RetryOperation — new attempts until one succeeds, within a maximum, with a wait between
 /// them; shouldRetry, cancellation, and the wait strategies.
-@Suite("E50 RetryOperation")
+@Suite("E50 RetryOperation", .offThePool)
 struct RetryOperationTests {
     /// An attempt that fails with error `id` while `attempt < succeedsFrom`, else returns `attempt * 10`.
     static func attempt(_ attempt: Int, succeedsFrom: Int, runs: Recorder<Int>) -> ResultProcedure<Int> {

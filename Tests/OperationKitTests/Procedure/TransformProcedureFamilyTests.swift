@@ -6,7 +6,7 @@ import Testing
 // MapProcedure, FilterProcedure, ReduceProcedure and AsyncTransformProcedure: results, thrown
 // errors, missing input, injection from a producer, cancellation before and while running.
 
-@Suite("Transform procedures: map, filter, reduce, async transform")
+@Suite("Transform procedures: map, filter, reduce, async transform", .offThePool)
 struct TransformProcedureFamilyTests {
     static let numbers = Array(0...9)
 
@@ -179,7 +179,7 @@ struct TransformProcedureFamilyTests {
     }
 }
 
-@Suite("AsyncTransformProcedure")
+@Suite("AsyncTransformProcedure", .offThePool)
 struct AsyncTransformProcedureTests {
     @Test("an async body: its value or thrown error finishes the procedure")
     func asyncBody() async throws {

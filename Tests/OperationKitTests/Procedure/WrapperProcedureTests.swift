@@ -22,7 +22,7 @@ private final class WrappedResultProcedure: ResultProcedure<String>, @unchecked 
     }
 }
 
-@Suite("AnyProcedure")
+@Suite("AnyProcedure", .offThePool)
 struct AnyProcedureTests {
     @Test("procedures of different classes in one array of AnyProcedure: each finishes with its wrapped one's value")
     func valuesForwarded() async throws {
@@ -152,7 +152,7 @@ struct AnyProcedureTests {
     }
 }
 
-@Suite("ComposedProcedure")
+@Suite("ComposedProcedure", .offThePool)
 struct ComposedProcedureTests {
     @Test("a plain ClosureOperation runs; the composed procedure finishes after it, and its observers are told")
     func composedOperationRuns() async throws {
@@ -216,7 +216,7 @@ struct ComposedProcedureTests {
     }
 }
 
-@Suite("IgnoreErrorsProcedure")
+@Suite("IgnoreErrorsProcedure", .offThePool)
 struct IgnoreErrorsProcedureTests {
     @Test("a failing procedure: the wrapper finishes without errors, keeps them in ignoredErrors, and its NoFailedDependencies dependent runs")
     func failingChild() async throws {

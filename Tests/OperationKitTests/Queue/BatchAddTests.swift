@@ -5,7 +5,7 @@ import Testing
 
 /// `addOperations(_:waitUntilFinished:)` is all-or-nothing (issue 13, item 1), and a cancelled
 /// operation never closes a dependency cycle (item 12).
-@Suite("Batch adds: all or nothing; a cancelled member breaks a cycle")
+@Suite("Batch adds: all or nothing; a cancelled member breaks a cycle", .offThePool)
 struct BatchAddTests {
     /// Calls `addOperations(operations, waitUntilFinished: wait)` on a thread of its own and
     /// returns what it threw, or `nil` if the call did not return within the test timeout (a hang

@@ -6,7 +6,7 @@ import Testing
 /// Misuse gets a typed `OperationError` naming the operations involved, and nothing else is
 /// affected: the queue and every other operation carry on (DESIGN.md "Semantics to keep"; A4,
 /// A6, M95, D cycles).
-@Suite("Misuse: typed errors, and everything carries on")
+@Suite("Misuse: typed errors, and everything carries on", .offThePool)
 struct MisuseTests {
     /// Proves a queue still works: a new operation added to it runs and the queue drains.
     static func expectStillWorks(_ queue: ConcurrentOperationQueue, sourceLocation: SourceLocation = #_sourceLocation) {

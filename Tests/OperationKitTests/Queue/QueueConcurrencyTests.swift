@@ -11,7 +11,7 @@ import Darwin
 
 /// N99 and related: the concurrency limit, measured with an atomic in-flight counter (never with
 /// durations), and races between adding, cancelling and the queue's workers.
-@Suite("N99. ConcurrentOperationQueue concurrency limit")
+@Suite("N99. ConcurrentOperationQueue concurrency limit", .offThePool)
 struct QueueConcurrencyTests {
     /// An operation that counts itself in flight while it works for a moment.
     static func metered(_ name: String, _ meter: InFlightMeter, runs: AtomicCounter) -> ClosureOperation {

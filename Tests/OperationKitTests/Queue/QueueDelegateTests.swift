@@ -5,7 +5,7 @@ import Testing
 
 /// M93: the queue's delegate and event handlers — will add, did add, will finish, did finish —
 /// in order, with the procedure's state at each.
-@Suite("M93 Queue delegate and event handlers")
+@Suite("M93 Queue delegate and event handlers", .offThePool)
 struct QueueDelegateTests {
     @Test("M93 a procedure: will add (initialized), did add (pending), will finish (finishing), did finish (finished)")
     func procedureEvents() async throws {

@@ -8,7 +8,7 @@ import Testing
 
 private struct StepError: Error {}
 
-@Suite("Queue part: DeterministicQueue")
+@Suite("Queue part: DeterministicQueue", .offThePool)
 struct QueueDeterministicTests {
     @Test("nothing runs until the test steps the queue")
     func nothingWithoutAStep() throws {

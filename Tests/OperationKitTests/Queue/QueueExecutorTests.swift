@@ -29,7 +29,7 @@ private func onMainQueue() -> Bool {
 
 private struct ExecutorTestError: Error, Equatable {}
 
-@Suite("Queue part: executors, the main queue, MainClosureProcedure")
+@Suite("Queue part: executors, the main queue, MainClosureProcedure", .offThePool)
 struct QueueExecutorTests {
     @Test("a queue made with an executor runs every operation as a job of it")
     func executorRunsWorkers() async {

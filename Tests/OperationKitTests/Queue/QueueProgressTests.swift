@@ -5,7 +5,7 @@ import Testing
 
 /// A queue's aggregate progress: by count, weighted, with a set total; reported fractions of
 /// running operations; coalesced and every-change updates; streams and handlers ending.
-@Suite("Queue: aggregate progress")
+@Suite("Queue: aggregate progress", .offThePool)
 struct QueueProgressTests {
     /// Collects a stream's values until one is finished (or the stream ends).
     static func untilFinished(_ stream: AsyncStream<OperationProgress>) async throws -> [OperationProgress] {

@@ -5,7 +5,7 @@ import Testing
 /// When a queue lets go of the operations it finished. A worker parks them (see "Memory" in
 /// Documentation/Architecture.md) for the adding thread to release, but never for long: a worker
 /// that runs out of work releases them, and so does the finish that empties the queue.
-@Suite("N. Queue: releasing finished operations")
+@Suite("N. Queue: releasing finished operations", .offThePool)
 struct QueueReleaseTests {
     /// A weak reference to an operation, readable from any thread.
     final class WeakOperation: @unchecked Sendable {  // written once, in init; weak loads are thread-safe

@@ -6,7 +6,7 @@ import Testing
 /// Issue 15 §1: `queue.snapshot()` names, for every operation that does not run, why. Each test
 /// builds the situation with latches and gates and looks at one snapshot (polling, bounded,
 /// where another thread reaches the situation without an event to wait for).
-@Suite("Snapshot: why is it not running?")
+@Suite("Snapshot: why is it not running?", .offThePool)
 struct QueueSnapshotTests {
     /// Waits (bounded) until `queue`'s snapshot satisfies `condition`, and returns it.
     func awaitSnapshot(

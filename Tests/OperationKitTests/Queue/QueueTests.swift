@@ -5,7 +5,7 @@ import Testing
 
 /// Section N and the queue side of A10 / C21: suspension, priorities, barriers, the current
 /// queue, counting, waiting and cancel-all. The concurrency limit is in `QueueConcurrencyTests`.
-@Suite("N. ConcurrentOperationQueue")
+@Suite("N. ConcurrentOperationQueue", .offThePool)
 struct QueueTests {
     @Test("N defaults: 64 at once, not suspended, empty")
     func defaults() {

@@ -6,7 +6,7 @@ import Testing
 /// How `StateMachine` runs requests: serialisation of re-entrant and concurrent requests, the
 /// completion-handler and async forms, where things run, and the lifetime of its streams. The
 /// time limit bounds every `await` (a stream that never yields fails instead of hanging).
-@Suite("StateMachine: behaviour", .timeLimit(.minutes(1)))
+@Suite("StateMachine: behaviour", .offThePool, .timeLimit(.minutes(1)))
 struct StateMachineBehaviourTests {
     enum Phase: String, Hashable, Sendable, CustomStringConvertible {
         case a, b, c, d

@@ -11,7 +11,7 @@ import Testing
 /// listed in each source's allowed transitions) or to dynamic transitions; there is no activation:
 /// the machine starts in its initial state without running any action; Machinus's background state
 /// is `suspend(to:)` / `resume()`; notifications are `observe`, `changes` and `stateUpdates`.
-@Suite("StateMachine: scenarios O105–O118", .timeLimit(.minutes(1)))
+@Suite("StateMachine: scenarios O105–O118", .offThePool, .timeLimit(.minutes(1)))
 struct StateMachineScenarioTests {
     enum N: String, Hashable, Sendable, CustomStringConvertible {
         case a, b, c, d, global, globalFinal, final, barred, detour, dyn, background, unknown

@@ -1,10 +1,11 @@
 @testable import OperationKit
+import OperationKitTestSupport
 import Testing
 
 /// The pure preflight logic of `StateMachine` (`TransitionRules`), table-driven: every kind of
 /// current state (normal, initial, global, final, global-final, with a dynamic transition,
 /// suspended) against every kind of request, under every combination of options.
-@Suite("StateMachine: TransitionRules")
+@Suite("StateMachine: TransitionRules", .offThePool)
 struct TransitionRulesTests {
     /// `u` is never registered.
     enum R: String, Hashable, Sendable, CaseIterable, CustomStringConvertible {

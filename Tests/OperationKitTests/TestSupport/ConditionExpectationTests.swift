@@ -11,7 +11,7 @@ private struct AnswersTwice: OperationCondition {
     }
 }
 
-@Suite("TestSupport: condition expectations")
+@Suite("TestSupport: condition expectations", .offThePool)
 struct ConditionExpectationTests {
     @Test("each answer is matched: satisfied, ignored, failed with the error expected")
     func answers() async {

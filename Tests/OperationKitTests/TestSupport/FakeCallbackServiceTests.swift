@@ -26,7 +26,7 @@ private final class FetchNumber: ResultProcedure<Int>, @unchecked Sendable {
     }
 }
 
-@Suite("TestSupport: FakeCallbackService")
+@Suite("TestSupport: FakeCallbackService", .offThePool)
 struct FakeCallbackServiceTests {
     static func queue(_ name: String) throws -> ConcurrentOperationQueue {
         try ConcurrentOperationQueue(name: "kit-\(name)", maxConcurrentOperationCount: 2)

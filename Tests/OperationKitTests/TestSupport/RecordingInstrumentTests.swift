@@ -4,7 +4,7 @@ import OperationKit
 import OperationKitTestSupport
 import Testing
 
-@Suite("TestSupport: RecordingInstrument")
+@Suite("TestSupport: RecordingInstrument", .offThePool)
 struct RecordingInstrumentTests {
     @Test("records a queue's events; its lifecycle check passes for real runs")
     func records() async throws {

@@ -5,7 +5,7 @@ import OperationKit
 import OperationKitTestSupport
 import Testing
 
-@Suite("TestSupport: RecordingObserver")
+@Suite("TestSupport: RecordingObserver", .offThePool)
 struct RecordingObserverTests {
     @Test("a procedure that executes: every event in order, once, on the executing thread")
     func executes() async throws {

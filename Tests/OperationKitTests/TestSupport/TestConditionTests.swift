@@ -4,7 +4,7 @@ import OperationKit
 import OperationKitTestSupport
 import Testing
 
-@Suite("TestSupport: TestCondition")
+@Suite("TestSupport: TestCondition", .offThePool)
 struct TestConditionTests {
     @Test("answers at once: satisfied runs the procedure, failed cancels it with the error; one evaluation each")
     func answersAtOnce() async throws {

@@ -4,7 +4,7 @@ import OperationKit
 import OperationKitTestSupport
 import Testing
 
-@Suite("TestSupport: TestProcedure, gates and latches")
+@Suite("TestSupport: TestProcedure, gates and latches", .offThePool)
 struct TestProcedureTests {
     static func queue(_ name: String) throws -> ConcurrentOperationQueue {
         try ConcurrentOperationQueue(name: "kit-\(name)", maxConcurrentOperationCount: 2)

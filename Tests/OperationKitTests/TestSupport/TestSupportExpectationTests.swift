@@ -4,7 +4,7 @@ import OperationKit
 import OperationKitTestSupport
 import Testing
 
-@Suite("TestSupport: Swift Testing helpers")
+@Suite("TestSupport: Swift Testing helpers", .offThePool)
 struct TestSupportExpectationTests {
     static func queue(_ name: String) throws -> ConcurrentOperationQueue {
         try ConcurrentOperationQueue(name: "kit-\(name)", maxConcurrentOperationCount: 2)

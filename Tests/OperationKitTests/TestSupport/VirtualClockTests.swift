@@ -4,7 +4,7 @@ import OperationKit
 import OperationKitTestSupport
 import Testing
 
-@Suite("VirtualClock")
+@Suite("VirtualClock", .offThePool)
 struct VirtualClockTests {
     @Test("a timer fires only when time passes its deadline")
     func firesAtDeadline() {

@@ -5,7 +5,7 @@ import Synchronization
 import Testing
 
 /// AsyncClosureTask: an async closure as a workflow task.
-@Suite("Workflow concurrency: AsyncClosureTask")
+@Suite("Workflow concurrency: AsyncClosureTask", .offThePool)
 struct WorkflowAsyncClosureTaskTests {
     @Test("the closure's return value finishes the run, a thrown error fails it; keyed results reach it")
     func finishAndFail() async throws {

@@ -5,7 +5,7 @@ import Synchronization
 import Testing
 
 /// Awaiting a workflow: `run()`, `outcome` and the cancellation policies; the event stream's end.
-@Suite("Workflow concurrency: awaiting a workflow")
+@Suite("Workflow concurrency: awaiting a workflow", .offThePool)
 struct WorkflowAwaitingTests {
     @Test("run() starts the workflow and returns when it has finished, with every result")
     func runSucceeds() async throws {

@@ -3,7 +3,7 @@ import OperationKitTestSupport
 import Testing
 
 /// Runs that are over, delegates, the event stream, re-running, and rendering.
-@Suite("Workflow behaviour: runs, delegates, events, re-running, rendering")
+@Suite("Workflow behaviour: runs, delegates, events, re-running, rendering", .offThePool)
 struct WorkflowBehaviourTests {
     // MARK: Runs that are over
 

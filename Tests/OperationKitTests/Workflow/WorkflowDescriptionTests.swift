@@ -1,8 +1,9 @@
 import OperationKit
+import OperationKitTestSupport
 import Testing
 
 /// Issue 14: workflows, tasks, runs and outcomes print by name.
-@Suite("Workflow descriptions")
+@Suite("Workflow descriptions", .offThePool)
 struct WorkflowDescriptionTests {
     struct DiskFull: Error, CustomStringConvertible {
         var description: String { "Disk full" }

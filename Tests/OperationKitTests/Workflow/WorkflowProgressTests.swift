@@ -5,7 +5,7 @@ import Testing
 
 /// A workflow's aggregate progress: tasks by count or weight, an executing task's reported
 /// fraction, cancelled tasks, tasks added later.
-@Suite("Workflow: aggregate progress")
+@Suite("Workflow: aggregate progress", .offThePool)
 struct WorkflowProgressTests {
     @Test("by count, with an executing task's reported fraction")
     func byCount() async throws {

@@ -4,7 +4,7 @@ import Testing
 
 /// SCENARIOS.md D (40, 42–44), E (46, 47, 49) and F (51–53, 55): cancel, failure, retry and reset
 /// as the workflow layer (Task.framework's rules) sees them.
-@Suite("Workflow scenarios: cancel, failure, retry, reset")
+@Suite("Workflow scenarios: cancel, failure, retry, reset", .offThePool)
 struct WorkflowPropagationScenarioTests {
     // MARK: D. Cancel and failure
 

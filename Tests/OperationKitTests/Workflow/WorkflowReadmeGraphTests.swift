@@ -6,7 +6,7 @@ import Testing
 /// A and B then C; A alone and B→C. Each task records `X start` / `X end` around its work;
 /// concurrency is proved by rendezvous (a task waits, with a timeout, for another to have started:
 /// serialised, it would time out and fail) and order by the log.
-@Suite("Workflow: Task.framework's README graphs")
+@Suite("Workflow: Task.framework's README graphs", .offThePool)
 struct WorkflowReadmeGraphTests {
     /// Runs `workflow` to its finish; returns the delegate (for the task states at the finish).
     private func run(_ workflow: Workflow) async -> RecordingWorkflowDelegate? {

@@ -3,7 +3,7 @@ import OperationKitTestSupport
 import Testing
 
 /// Mermaid, Graphviz DOT and ASCII renderings, compared with exact text, showing states.
-@Suite("Workflow rendering: Mermaid, DOT, ASCII")
+@Suite("Workflow rendering: Mermaid, DOT, ASCII", .offThePool)
 struct WorkflowRenderingTests {
     /// A, B; C after A and (keyed "b") B; D alone.
     private func smallWorkflow() throws -> (Workflow, [WorkflowTask]) {

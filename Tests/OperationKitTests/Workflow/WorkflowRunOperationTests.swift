@@ -5,7 +5,7 @@ import OperationKit
 import OperationKitTestSupport
 import Testing
 
-@Suite("Workflow run operations: when a run's place on the queue is freed")
+@Suite("Workflow run operations: when a run's place on the queue is freed", .offThePool)
 struct WorkflowRunOperationTests {
     @Test("a run finished inside main() keeps its operation until main() returns; the dependent then runs")
     func finishedInsideMainKeepsItsOperation() async throws {

@@ -3,7 +3,7 @@ import OperationKitTestSupport
 import Testing
 
 /// Issue 15 §1: `workflow.snapshot()` names what each task waits for.
-@Suite("Snapshot: workflow tasks")
+@Suite("Snapshot: workflow tasks", .offThePool)
 struct WorkflowSnapshotTests {
     @Test("a task waiting for prerequisites, one for an external condition, one whose run waits for a slot")
     func blockers() async throws {

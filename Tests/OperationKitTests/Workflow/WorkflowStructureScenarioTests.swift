@@ -4,7 +4,7 @@ import Testing
 
 /// SCENARIOS.md G (56, 57, 59, 60) and H (64–68): results, keyed prerequisites, add-time checks,
 /// structure and scheduling.
-@Suite("Workflow scenarios: results, building, scheduling")
+@Suite("Workflow scenarios: results, building, scheduling", .offThePool)
 struct WorkflowStructureScenarioTests {
     // MARK: G. Results
 

@@ -4,7 +4,7 @@ import Testing
 
 /// `Workflow.isSuspended`: held starts, runs that go on, cancel, start, reset and retry while
 /// suspended, and waiting on a suspended workflow.
-@Suite("Workflow suspension: held starts, cancel, start, reset, retry, awaiting")
+@Suite("Workflow suspension: held starts, cancel, start, reset, retry, awaiting", .offThePool)
 struct WorkflowSuspensionTests {
     @Test("a suspended workflow holds its ready tasks; resuming starts them")
     func holdsAndResumes() async throws {

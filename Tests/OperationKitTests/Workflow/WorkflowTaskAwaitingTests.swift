@@ -5,7 +5,7 @@ import Synchronization
 import Testing
 
 /// Awaiting a workflow task: `outcome`, `value`, `value(as:)` and the cancellation policies.
-@Suite("Workflow concurrency: awaiting a workflow task")
+@Suite("Workflow concurrency: awaiting a workflow task", .offThePool)
 struct WorkflowTaskAwaitingTests {
     @Test("1,000 awaiters of one run are each resumed exactly once, with its result")
     func thousandAwaiters() async throws {

@@ -3,7 +3,7 @@ import OperationKitTestSupport
 import Testing
 
 /// SCENARIOS.md I (69–72, ExternalConditionTask) and J (73–76, SubworkflowTask), and MethodTask.
-@Suite("Workflow task kinds: external conditions, sub-workflows, methods")
+@Suite("Workflow task kinds: external conditions, sub-workflows, methods", .offThePool)
 struct WorkflowTaskKindTests {
     // MARK: I. External conditions
 

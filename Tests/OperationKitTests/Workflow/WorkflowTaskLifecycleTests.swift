@@ -1,11 +1,12 @@
 @testable import OperationKit
+import OperationKitTestSupport
 import Testing
 
 /// The pure transition function of a workflow task (`WorkflowTaskLifecycle`): every state × every
 /// event, with the resulting state, run number and return value, checked against a table written
 /// out here by hand and against Task.framework's documented transition table (TSKTask.m,
 /// `transitionFromStateInSet:toState:andExecuteBlock:`; PEERS.md 1.2).
-@Suite("Workflow task lifecycle: the transition table")
+@Suite("Workflow task lifecycle: the transition table", .offThePool)
 struct WorkflowTaskLifecycleTests {
     /// Every event the lifecycle accepts. `finish`/`fail` for the current run or another one.
     enum Event: String, CaseIterable, CustomStringConvertible, Sendable {

@@ -4,7 +4,7 @@ import OperationKit
 import OperationKitTestSupport
 import Testing
 
-@Suite("DelayProcedure")
+@Suite("DelayProcedure", .offThePool)
 struct DelayProcedureTests {
     @Test("default names say the delay")
     func names() {

@@ -4,7 +4,7 @@ import OperationKit
 import OperationKitTestSupport
 import Testing
 
-@Suite("RepeatProcedure")
+@Suite("RepeatProcedure", .offThePool)
 struct RepeatProcedureTests {
     /// Attempt `number`: returns `number * 10`, or fails with error `number` if it is in `failing`.
     static func attempt(_ number: Int, failing: Set<Int> = [], runs: Recorder<Int>) -> ResultProcedure<Int> {

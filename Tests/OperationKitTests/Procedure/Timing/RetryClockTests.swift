@@ -4,7 +4,7 @@ import OperationKit
 import OperationKitTestSupport
 import Testing
 
-@Suite("RetryOperation clocks and one-liners")
+@Suite("RetryOperation clocks and one-liners", .offThePool)
 struct RetryClockTests {
     /// Work that fails while `attempt < succeedsFrom`, else returns `attempt * 10`.
     static func attempt(_ attempt: Int, succeedsFrom: Int, runs: Recorder<Int>) -> ResultProcedure<Int> {

@@ -4,7 +4,7 @@ import OperationKit
 import OperationKitTestSupport
 import Testing
 
-@Suite("TimeoutObserver clocks and deadlines")
+@Suite("TimeoutObserver clocks and deadlines", .offThePool)
 struct TimeoutObserverClockTests {
     /// Work whose reply never comes: it executes until someone finishes it.
     static func lostReply(_ name: String, ran: Latch = Latch()) -> ClosureProcedure<Int> {

@@ -4,7 +4,7 @@ import OperationKit
 import OperationKitTestSupport
 import Testing
 
-@Suite("WaitStrategy")
+@Suite("WaitStrategy", .offThePool)
 struct WaitStrategyTests {
     static func waits(_ strategy: WaitStrategy, _ count: Int = 6) -> [Duration] {
         (1...count).map { strategy.delay(after: $0) }
