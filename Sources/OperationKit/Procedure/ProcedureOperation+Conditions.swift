@@ -122,7 +122,8 @@ extension ProcedureOperation {
     }
 
     /// The number of conditions added, result injections (``ResultConsuming/injectResult(from:_:)``)
-    /// included; 0 again once the procedure has finished and let them go.
+    /// included; 0 again once the procedure has finished and let them go: by the time did finish
+    /// is told to its hook and observers, and before any wait for the finish returns.
     public var conditionCount: Int { lock.withLock { Int(conditionTotal) } }
 
     /// Under `lock`: every condition, in evaluation order.

@@ -198,7 +198,8 @@ extension ProcedureOperation {
         handle(event, delivering: .didAttach, then: .nothing)
     }
 
-    /// The number of observers added; 0 again once the procedure has finished and let them go.
+    /// The number of observers added; 0 again once the procedure has finished and let them go
+    /// (as for ``conditionCount``: by the time did finish is told, and before waits return).
     public var observerCount: Int { lock.withLock { Int(observerTotal) } }
 
     /// Raises `event`. With `waitForDelivery`, returns only once it has been delivered — unless
@@ -309,29 +310,47 @@ extension ProcedureOperation {
     /// ends the delivery. Called by the thread that began the delivery, after the event it raised.
     /// Returns the procedure's state, read in the critical section that ended the delivery (so
     /// that the caller need not take the lock again to read it).
+    ///
+    /// Did finish, queued last once the procedure has finished, is delivered in the order of a
+    /// finish that tells it at once (`completeDirectly`): the counts read 0 while it is told, the
+    /// conditions and observers are let go after it, and only then does its `then` complete the
+    /// finish (completion block, the queue, waiters).
     @discardableResult
     func deliverQueuedEvents() -> ProcedureState {
         var state = ProcedureState.initialized
         var released = false
+        var releasesNow = false
         while let current = lock.withLock({ () -> PendingEvent? in
             switch eventDelivery.next() {
             case .deliver(let pending):
+                if case .didFinish = pending.event, eventDelivery.releasesAfterLastEvent {
+                    // Nothing comes after did finish (the observers to tell are read from the
+                    // fields, which only `releaseUnlocked()` clears).
+                    _ = markReleasedLocked()
+                    releasesNow = true
+                }
                 return pending
             case .ended(let release):
                 state = procedureLifecycle.state
-                if release {
+                if release && !released {
                     // Did finish was delivered: nothing comes after it.
                     _ = markReleasedLocked()
                     released = true
+                    releasesNow = true
                 }
                 return nil
             }
         }) {
             deliver(current.event, to: current.observers)
             current.delivered?.signal()
+            if releasesNow {
+                releaseUnlocked()
+                releasesNow = false
+                released = true
+            }
             run(current.then)
         }
-        if released { releaseUnlocked() }
+        if releasesNow { releaseUnlocked() }
         return state
     }
 

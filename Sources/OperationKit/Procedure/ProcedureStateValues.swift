@@ -79,6 +79,13 @@ enum EventDelivery {
         }
     }
 
+    /// Whether the thread delivering lets go of the observers when done, and no event is queued
+    /// behind the one it is about to deliver (asked right after ``next()`` returned it).
+    var releasesAfterLastEvent: Bool {
+        if case .deliveringThenRelease(_, let pending) = self { return pending.isEmpty }
+        return false
+    }
+
     enum Next {
         /// Deliver this one, then ask again.
         case deliver(PendingEvent)
