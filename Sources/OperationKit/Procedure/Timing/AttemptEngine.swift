@@ -24,7 +24,9 @@ protocol AttemptDriver<Output>: AnyObject, Sendable {
 /// on a queue of its own whose operations are descendants of the owner.
 ///
 /// Its state is protected by the owner's `lock` (nothing else is taken under it). The
-/// owner holds the engine; the engine holds the owner unowned (a timer's action holds it strongly).
+/// owner holds the engine; the engine holds the owner unowned, and keeps it for the length of
+/// each call that may outlive the owner's finish (an attempt's finish; a timer's action holds it
+/// weakly and does nothing once it is gone).
 final class AttemptEngine<Output: Sendable>: @unchecked Sendable {
     unowned let owner: ResultProcedure<Output>
     unowned let driver: any AttemptDriver<Output>
@@ -112,6 +114,12 @@ final class AttemptEngine<Output: Sendable>: @unchecked Sendable {
     }
 
     private func attemptFinished(_ attempt: ResultProcedure<Output>, number: Int) {
+        // A cancel while the wait below is being set up finishes the owner at once (see
+        // `ownerCancelled`), and then nothing else need hold it: keep it to the end of this call.
+        withExtendedLifetime(owner) { handleFinished(attempt, number: number) }
+    }
+
+    private func handleFinished(_ attempt: ResultProcedure<Output>, number: Int) {
         let (cancelled, ownerQueue) = withLock {
             current = nil
             previous = attempt
@@ -146,8 +154,10 @@ final class AttemptEngine<Output: Sendable>: @unchecked Sendable {
                 waitDeadline = clock.now.advanced(by: delay)
                 return clock
             }
-            let timer = clock.schedule(after: delay) { [self] in
-                // Keeps the owner until the wait ends (or is cancelled).
+            let timer = clock.schedule(after: delay) { [self, weak owner] in
+                // A timer the cancel could not stop (it came before the timer was kept) fires
+                // for an owner that may be gone: then there is nothing to do.
+                guard let owner else { return }
                 withExtendedLifetime(owner) { startAttempt(number + 1) }
             }
             // Kept only if still waiting (a cancel, or a clock that fired at once, ended the wait).
