@@ -84,7 +84,7 @@ extension ConcurrentOperation {
         // An atomic load (no lock): the instrument, and then the errors of the outcome.
         if let queue = queueReference {
             taken.instrument = queue._withUnsafeGuaranteedRef { $0.instrumentSlot.current }
-        } else {
+        } else if tellsDefaultInstrument {
             taken.instrument = OperationInstrumentation.defaultSlot.current
         }
         if taken.instrument != nil { taken.errors = instrumentErrorsLocked() }

@@ -377,6 +377,10 @@ open class ConcurrentOperation {
     /// are fixed.
     var allowsRemovingDependencies: Bool { true }
 
+    /// Whether a finish in no queue tells `OperationInstrumentation.default` (`false` for a
+    /// layer, which is never started by hand either, so it would be told finished alone).
+    var tellsDefaultInstrument: Bool { true }
+
     /// Whether the operation, once its `execute()` has returned, only waits for work that runs
     /// elsewhere (a group's children), and so gives its concurrency slot back to its queue
     /// instead of holding it until it finishes. Read only when an operation is still executing

@@ -138,6 +138,9 @@ public final class OperationLayer: ConcurrentOperation, @unchecked Sendable {
 
     override var allowsRemovingDependencies: Bool { false }
 
+    /// A layer runs nothing: no instrument is told of it (its members and dependents are).
+    override var tellsDefaultInstrument: Bool { false }
+
     override func lastDependencyDidFinishOutsideQueue() {
         complete()
     }

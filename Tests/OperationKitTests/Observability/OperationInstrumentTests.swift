@@ -19,17 +19,6 @@ struct OperationInstrumentTests {
         #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
     }
 
-    @Test("the instrument property reads back what was set; a new queue starts with the default")
-    func property() {
-        let queue = ConcurrentOperationQueue(name: "property")
-        #expect((queue.instrument == nil) == (OperationInstrumentation.default == nil))
-        let instrument = RecordingInstrument()
-        queue.instrument = instrument
-        #expect(queue.instrument === instrument)
-        queue.instrument = nil
-        #expect(queue.instrument == nil)
-    }
-
     @Test("a closure operation: added, ready, started, finished(succeeded) — once each, with its queue, times in order")
     func plainLifecycle() throws {
         let (queue, instrument) = Self.instrumentedQueue("plain")

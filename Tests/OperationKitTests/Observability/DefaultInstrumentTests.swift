@@ -1,0 +1,43 @@
+// The process-wide default instrument: what a new queue starts with, and what operations in no
+// queue tell. These tests set it, so they run one at a time; queues other tests make meanwhile
+// may take it, which changes nothing for them (no other test reads the default).
+
+import OperationKit
+import OperationKitTestSupport
+import Testing
+
+@Suite("Observability: the default instrument", .offThePool, .serialized)
+struct DefaultInstrumentTests {
+    @Test("the instrument property reads back what was set; a new queue starts with the default")
+    func property() {
+        let installed = RecordingInstrument()
+        OperationInstrumentation.default = installed
+        defer { OperationInstrumentation.default = nil }
+        #expect(ConcurrentOperationQueue(name: "with-default").instrument === installed)
+        OperationInstrumentation.default = nil
+        let queue = ConcurrentOperationQueue(name: "property")
+        #expect((queue.instrument == nil) == (OperationInstrumentation.default == nil))
+        let instrument = RecordingInstrument()
+        queue.instrument = instrument
+        #expect(queue.instrument === instrument)
+        queue.instrument = nil
+        #expect(queue.instrument == nil)
+    }
+
+    @Test("a layer tells no instrument; an operation started by hand tells the default one its whole lifecycle")
+    func layerTellsNothing() throws {
+        let instrument = RecordingInstrument()
+        OperationInstrumentation.default = instrument
+        defer { OperationInstrumentation.default = nil }
+        let byHand = ClosureOperation(name: "by-hand") {}
+        let pending = ClosureOperation(name: "pending") {}
+        let layer = OperationLayer([byHand, pending], name: "layer")
+        try byHand.start()
+        try pending.start()
+        #expect(layer.isFinished)
+        #expect(instrument.kinds(of: layer).isEmpty, "told \(instrument.kinds(of: layer))")
+        #expect(instrument.kinds(of: byHand).first == "started" && instrument.kinds(of: byHand).last == "finished(succeeded)")
+        let empty = OperationLayer([ClosureOperation](), name: "empty")
+        #expect(empty.isFinished && instrument.kinds(of: empty).isEmpty)
+    }
+}
