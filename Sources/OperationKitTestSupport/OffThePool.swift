@@ -28,7 +28,7 @@ public final class OffThePoolExecutor: TaskExecutor {
 /// Runs each test of a suite (or one test) with ``OffThePoolExecutor`` as its task executor.
 ///
 /// On Linux, Swift concurrency runs tasks on Dispatch's global pool, the same few threads (about
-/// one per core, and a handful more when they block) that run a ``OperationKit/ConcurrentOperationQueue``'s
+/// one per core, and a handful more when they block) that run a `ConcurrentOperationQueue`'s
 /// workers. Swift Testing runs tests in parallel on that pool, so a synchronous test that blocks,
 /// or an operation body held on a ``Gate`` while its test waits for something else, takes a
 /// thread every other test needs. With enough of them at once, every test waits for a thread
