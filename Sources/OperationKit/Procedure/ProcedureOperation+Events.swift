@@ -240,13 +240,16 @@ extension ProcedureOperation {
         if case .nothing = after { return }
         // The rest of a finish, after will finish or did finish: once the observers with an event
         // queue have been told (a last job on their queue if they have not yet).
-        if hasEventQueueObservers.load(ordering: .acquiring) {
-            let mailboxes = eventMailboxes()
-            if !mailboxes.isEmpty {
-                let after = UncheckedSendable(after)
-                EventMailboxes.after(mailboxes) { [self] in runNow(after.value) }
-                return
-            }
+        run(after, after: hasEventQueueObservers.load(ordering: .acquiring) ? eventMailboxes() : [])
+    }
+
+    /// ``run(_:)`` once `mailboxes` (read by the caller) have run what was posted to them.
+    func run(_ after: AfterDelivery, after mailboxes: [EventMailbox]) {
+        if case .nothing = after { return }
+        if !mailboxes.isEmpty {
+            let after = UncheckedSendable(after)
+            EventMailboxes.after(mailboxes) { [self] in runNow(after.value) }
+            return
         }
         runNow(after)
     }
@@ -344,11 +347,16 @@ extension ProcedureOperation {
             deliver(current.event, to: current.observers)
             current.delivered?.signal()
             if releasesNow {
+                // The observers told on an event queue are read before they are let go: the rest
+                // of the finish waits until they have been told did finish.
+                let mailboxes = eventMailboxes()
                 releaseUnlocked()
                 releasesNow = false
                 released = true
+                run(current.then, after: mailboxes)
+            } else {
+                run(current.then)
             }
-            run(current.then)
         }
         if releasesNow { releaseUnlocked() }
         return state

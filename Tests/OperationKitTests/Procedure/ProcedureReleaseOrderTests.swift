@@ -34,6 +34,31 @@ struct ProcedureReleaseOrderTests {
         #expect(seen?.conditions == 0 && seen?.observers == 0, "did finish saw \(String(describing: seen))")
     }
 
+    @Test("did finish queued, an observer told on a blocked dispatch queue: the finish completes only after that observer's did finish")
+    func queuedDidFinishWaitsForEventQueue() async throws {
+        let queue = ConcurrentOperationQueue(name: "release-order-event-queue")
+        let executing = Latch()
+        let observerQueue = DispatchQueue(label: "release-order.observer")
+        let holdObserverQueue = Gate()
+        let told = Recorder<String>()
+        observerQueue.async { _ = holdObserverQueue.wait(timeout: procedureTimeout) }
+        let procedure = ClosureProcedure<Void>(name: "queued-event-queue", asynchronous: { _ in executing.countDown() })
+        try procedure.addObserver(ClosureObserver(didCancel: { cancelled, _ in cancelled.finish() }))
+        try procedure.addObserver(ClosureObserver(didFinish: { _, _ in told.record("didFinish") }).on(observerQueue))
+        try queue.addOperation(procedure)
+        #expect(await executing.opens())
+        procedure.cancel()  // finishes inside did cancel: did finish is queued for this thread
+        #expect(procedure.isFinished)
+        // The observer's did finish waits behind the held job: the queue must still hold the
+        // procedure (the rest of the finish waits for that observer).
+        #expect(queue.operationCount == 1, "the finish completed before the event-queue observer was told did finish")
+        #expect(told.values.isEmpty)
+        holdObserverQueue.open()
+        #expect(await procedure.finishes())
+        #expect(told.values == ["didFinish"], "the wait returned before did finish reached the observer")
+        #expect(await queue.empties())
+    }
+
     @Test("did finish told at once: the same order")
     func directDidFinish() async throws {
         let queue = ConcurrentOperationQueue(name: "release-order-direct")
