@@ -290,6 +290,14 @@ enum FirstObserver {
         return .closure(unsafeBitCast(observer, to: ClosureObserver.self))
     }
 
+    /// Moves the observer out, leaving `.none`.
+    @inline(__always)
+    mutating func take() -> FirstObserver {
+        let taken = self
+        self = .none
+        return taken
+    }
+
     var observer: any OperationObserver {
         switch self {
         case .none: NoObserver()

@@ -261,7 +261,9 @@ extension ProcedureOperation {
             let errors = _errors
             procedureDidFinish(with: errors)
             if direct.hasObservers {
-                switch firstObserver {
+                // Moved out rather than copied (a retain and a release fewer): nothing else reads
+                // it any more, and `releaseUnlocked` below would let go of it anyway.
+                switch firstObserver.take() {
                 case .none: break
                 case .closure(let observer): tellDidFinish(observer, errors)
                 case .boxed(let box): tellDidFinish(box.observer, errors)

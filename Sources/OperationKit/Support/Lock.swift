@@ -5,6 +5,7 @@
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import Synchronization
 
 /// The one lock type of OperationKit: a `pthread_mutex_t` that lives at a fixed heap address.
 ///
@@ -112,11 +113,31 @@ final class LockStorage: ManagedBuffer<Void, PaddedMutex> {
 /// The striped locks shared by all operations: 1,024 non-recursive mutexes.
 enum LockStripes {
     static let count = 1024
-    // The buffer is never released, and its mutexes are the synchronisation.
-    nonisolated(unsafe) private static let base: UnsafeMutablePointer<PaddedMutex> = {
+    /// The address of the first stripe, or 0 before the first lock. An atomic with a constant
+    /// initial value is initialised statically, so reading it is one load; a lazy `static let`
+    /// would call `swift_once` on every lock (about ten instructions, several times per operation).
+    private static let baseAddress = Atomic<UInt>(0)
+
+    private static var base: UnsafeMutablePointer<PaddedMutex> {
+        @inline(__always) get {
+            let address = baseAddress.load(ordering: .acquiring)
+            if let base = UnsafeMutablePointer<PaddedMutex>(bitPattern: address) { return base }
+            return makeBase()
+        }
+    }
+
+    /// Creates the stripes once; a thread that loses the race frees its own buffer.
+    @inline(never)
+    private static func makeBase() -> UnsafeMutablePointer<PaddedMutex> {
         let storage = LockStorage.make(count: count, recursive: false)
-        return Unmanaged.passRetained(storage).takeUnretainedValue().withUnsafeMutablePointerToElements { $0 }
-    }()
+        let mine = storage.withUnsafeMutablePointerToElements { $0 }
+        let (won, current) = baseAddress.compareExchange(
+            expected: 0, desired: UInt(bitPattern: mine), ordering: .acquiringAndReleasing)
+        guard won else { return UnsafeMutablePointer(bitPattern: current)! }
+        // The winner's buffer is never released, and its mutexes are the synchronisation.
+        _ = Unmanaged.passRetained(storage)
+        return mine
+    }
 
     static func mutex(for object: AnyObject) -> UnsafeMutablePointer<pthread_mutex_t> {
         // The address itself: `ObjectIdentifier.hashValue` runs SipHash (about 80 instructions) on every lock.
