@@ -317,7 +317,7 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
     /// the end of the decisions: a stream made after the change was decided does not get its
     /// events.
     func perform(_ body: (inout WorkflowTransaction) -> Void) {
-        var transaction = WorkflowTransaction(workflow: self)
+        var transaction = WorkflowTransaction(workflow: self, instrument: instrumentSlot.current)
         lock.withLock {
             body(&transaction)
             if !streams.isEmpty || !listeners.isEmpty {

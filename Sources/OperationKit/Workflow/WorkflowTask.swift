@@ -250,13 +250,22 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     /// Calls `body` with the workflow: on the thread running one of the task's runs, the one its
     /// operation holds (a task never leaves its workflow), without the lock and without making a
     /// retained optional of it; elsewhere ``attachedWorkflow``, if the task is in a live workflow.
+    ///
+    /// On the run's thread neither the operation nor the workflow is retained: `execute()` keeps
+    /// the operation alive while `main()` runs, and the operation keeps the workflow (a workflow,
+    /// weakly referenced by its tasks, has a side table, so each retain and release of it takes
+    /// the runtime's slow path).
     @inline(__always)
     func withWorkflowForRun(_ body: (Workflow) -> Void) {
-        if let operation = ExecutingRun.value, operation.task === self {
-            body(operation.workflow)
-        } else if let workflow = attachedWorkflow {
-            body(workflow)
+        if let executing = ExecutingRun.unmanagedValue {
+            let handled = executing._withUnsafeGuaranteedRef { operation in
+                guard operation.task === self else { return false }
+                operation.unretainedWorkflow._withUnsafeGuaranteedRef(body)
+                return true
+            }
+            if handled { return }
         }
+        if let workflow = attachedWorkflow { body(workflow) }
     }
 
     /// Runs `body` under the lock that guards the task: its own while it is in no workflow, its
@@ -330,6 +339,9 @@ final class WorkflowRunOperation: ConcurrentOperation, @unchecked Sendable {
     let run: Int
     /// Keeps the workflow alive while the run is in its queue (tasks hold their workflow weakly).
     let workflow: Workflow
+    /// `workflow`, for reaching it without a retain while the operation is alive (the strong
+    /// reference above keeps it).
+    let unretainedWorkflow: Unmanaged<Workflow>
     /// `over` and `began` (see the type's comment).
     private let runFlags = Atomic<UInt8>(0)
     private static let over: UInt8 = 1
@@ -340,6 +352,7 @@ final class WorkflowRunOperation: ConcurrentOperation, @unchecked Sendable {
         self.task = task
         self.run = run
         self.workflow = workflow
+        unretainedWorkflow = Unmanaged.passUnretained(workflow)
         super.init(name: task.name)
     }
 
