@@ -89,6 +89,13 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
         finish(with: nil)
     }
 
+    /// What a run's operation calls, with `run` as this thread's executing run: ``main()``. A
+    /// kind of task that hands the run to its work (``ClosureTask``) takes it from here instead
+    /// of reading ``currentRun``, which looks it up again.
+    func main(executing run: WorkflowTaskRun) {
+        main()
+    }
+
     /// Keys that must be among the keyed prerequisites when the task is added; by default none.
     ///
     /// ``Workflow/add(_:prerequisites:keyedPrerequisites:)`` reads it once and throws
@@ -367,7 +374,7 @@ final class WorkflowRunOperation: ConcurrentOperation, @unchecked Sendable {
             finishAfterStart(asLastStep: true)
             return
         }
-        ExecutingRun.with(self) { task.main() }
+        ExecutingRun.with(self) { task.main(executing: WorkflowTaskRun(task: task, number: run)) }
         if runFlags.load(ordering: .acquiring) & Self.over != 0 { finishAfterStart(asLastStep: true) }
     }
 
