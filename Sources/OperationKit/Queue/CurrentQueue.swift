@@ -75,6 +75,13 @@ struct ThreadLocalReference<Object: AnyObject>: ~Copyable, @unchecked Sendable {
         return Unmanaged<Object>.fromOpaque(raw).takeUnretainedValue()
     }
 
+    /// This thread's value, unretained: valid while whoever set it keeps it alive (for a value set
+    /// with ``with(_:_:)``, until `body` returns).
+    var unmanagedValue: Unmanaged<Object>? {
+        guard let raw = pthread_getspecific(key) else { return nil }
+        return Unmanaged<Object>.fromOpaque(raw)
+    }
+
     /// Whether `object` is the value on this thread, without retaining anything.
     func holds(_ object: Object) -> Bool {
         // `pthread_getspecific` returns an implicitly unwrapped optional: keep it optional.

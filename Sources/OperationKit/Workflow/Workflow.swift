@@ -135,7 +135,9 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
             // last dependent.
             let index = task.index
             var prerequisiteIndices: [Int] = []
-            prerequisiteIndices.reserveCapacity(all.count)
+            // Not for a task without prerequisites: reserving 0 on the empty array still goes
+            // through the array's reallocation path.
+            if !all.isEmpty { prerequisiteIndices.reserveCapacity(all.count) }
             var unfinished = 0
             for prerequisite in all where prerequisite.dependentIndices.last != index {
                 prerequisiteIndices.append(prerequisite.index)
@@ -317,7 +319,7 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
     /// the end of the decisions: a stream made after the change was decided does not get its
     /// events.
     func perform(_ body: (inout WorkflowTransaction) -> Void) {
-        var transaction = WorkflowTransaction(workflow: self)
+        var transaction = WorkflowTransaction(workflow: self, instrument: instrumentSlot.current)
         lock.withLock {
             body(&transaction)
             if !streams.isEmpty || !listeners.isEmpty {

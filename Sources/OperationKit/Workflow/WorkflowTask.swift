@@ -89,6 +89,13 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
         finish(with: nil)
     }
 
+    /// What a run's operation calls, with `run` as this thread's executing run: ``main()``. A
+    /// kind of task that hands the run to its work (``ClosureTask``) takes it from here instead
+    /// of reading ``currentRun``, which looks it up again.
+    func main(executing run: WorkflowTaskRun) {
+        main()
+    }
+
     /// Keys that must be among the keyed prerequisites when the task is added; by default none.
     ///
     /// ``Workflow/add(_:prerequisites:keyedPrerequisites:)`` reads it once and throws
@@ -250,13 +257,22 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     /// Calls `body` with the workflow: on the thread running one of the task's runs, the one its
     /// operation holds (a task never leaves its workflow), without the lock and without making a
     /// retained optional of it; elsewhere ``attachedWorkflow``, if the task is in a live workflow.
+    ///
+    /// On the run's thread neither the operation nor the workflow is retained: `execute()` keeps
+    /// the operation alive while `main()` runs, and the operation keeps the workflow (a workflow,
+    /// weakly referenced by its tasks, has a side table, so each retain and release of it takes
+    /// the runtime's slow path).
     @inline(__always)
     func withWorkflowForRun(_ body: (Workflow) -> Void) {
-        if let operation = ExecutingRun.value, operation.task === self {
-            body(operation.workflow)
-        } else if let workflow = attachedWorkflow {
-            body(workflow)
+        if let executing = ExecutingRun.unmanagedValue {
+            let handled = executing._withUnsafeGuaranteedRef { operation in
+                guard operation.task === self else { return false }
+                operation.unretainedWorkflow._withUnsafeGuaranteedRef(body)
+                return true
+            }
+            if handled { return }
         }
+        if let workflow = attachedWorkflow { body(workflow) }
     }
 
     /// Runs `body` under the lock that guards the task: its own while it is in no workflow, its
@@ -330,6 +346,9 @@ final class WorkflowRunOperation: ConcurrentOperation, @unchecked Sendable {
     let run: Int
     /// Keeps the workflow alive while the run is in its queue (tasks hold their workflow weakly).
     let workflow: Workflow
+    /// `workflow`, for reaching it without a retain while the operation is alive (the strong
+    /// reference above keeps it).
+    let unretainedWorkflow: Unmanaged<Workflow>
     /// `over` and `began` (see the type's comment).
     private let runFlags = Atomic<UInt8>(0)
     private static let over: UInt8 = 1
@@ -340,6 +359,7 @@ final class WorkflowRunOperation: ConcurrentOperation, @unchecked Sendable {
         self.task = task
         self.run = run
         self.workflow = workflow
+        unretainedWorkflow = Unmanaged.passUnretained(workflow)
         super.init(name: task.name)
     }
 
@@ -354,7 +374,7 @@ final class WorkflowRunOperation: ConcurrentOperation, @unchecked Sendable {
             finishAfterStart(asLastStep: true)
             return
         }
-        ExecutingRun.with(self) { task.main() }
+        ExecutingRun.with(self) { task.main(executing: WorkflowTaskRun(task: task, number: run)) }
         if runFlags.load(ordering: .acquiring) & Self.over != 0 { finishAfterStart(asLastStep: true) }
     }
 

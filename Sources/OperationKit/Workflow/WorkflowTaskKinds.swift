@@ -36,6 +36,12 @@ public final class ClosureTask: WorkflowTask, @unchecked Sendable {
     public override func main() {
         body(currentRun)
     }
+
+    /// Calls the closure with the run being executed, which is what ``main()`` reads as
+    /// ``WorkflowTask/currentRun`` there, without looking it up.
+    override func main(executing run: WorkflowTaskRun) {
+        body(run)
+    }
 }
 
 /// A task that calls a method of an object (Task.framework's `TSKSelectorTask`): the method takes

@@ -42,9 +42,14 @@ struct WorkflowTransaction {
         let listeners: [@Sendable (WorkflowEvent) -> Void]
     }
 
-    init(workflow: Workflow) {
+    /// - Parameters:
+    ///   - workflow: The workflow changed.
+    ///   - instrument: Its instrument, read by the caller (reading it here, through the stored
+    ///     reference, cost a retain and a release of the workflow, both on the runtime's slow
+    ///     path since the tasks' weak references give a workflow a side table).
+    init(workflow: Workflow, instrument: (any OperationInstrument)?) {
         self.workflow = workflow
-        instrument = workflow.instrumentSlot.current
+        self.instrument = instrument
     }
 
     /// Notes a task's transition for the instrument, if there is one.

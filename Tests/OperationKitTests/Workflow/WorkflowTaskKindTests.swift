@@ -453,4 +453,28 @@ struct WorkflowTaskKindTests {
         #expect(calls.values.last == "sync run 2 of sync, input data")
         withExtendedLifetime(delegate) {}
     }
+
+    // MARK: ClosureTask
+
+    @Test("a ClosureTask's closure gets the run being executed: the one currentRun gives inside it, on every run")
+    func closureGetsExecutingRun() async throws {
+        let workflow = Workflow(name: "closure run")
+        let seen = Recorder<String>()
+        let task = ClosureTask(name: "C") { run in
+            let current = run.task.currentRun
+            seen.record("\(run.number)=\(current.number) \(run.task === current.task)")
+            run.finish(with: run.number)
+        }
+        try workflow.add(task)
+        let delegate = RecordingWorkflowDelegate(expecting: 2)
+        workflow.delegate = delegate
+        workflow.start()
+        #expect(await delegate.received(1))
+        task.reset()
+        workflow.start()
+        #expect(await delegate.received(2))
+        #expect(seen.values == ["1=1 true", "2=2 true"])
+        #expect(task.result as? Int == 2)
+        withExtendedLifetime(delegate) {}
+    }
 }
