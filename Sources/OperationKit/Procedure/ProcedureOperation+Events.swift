@@ -336,9 +336,8 @@ extension ProcedureOperation {
             case .ended(let release):
                 state = procedureLifecycle.state
                 if release && !released {
-                    // Did finish was delivered: nothing comes after it.
+                    // Did finish was delivered (and did not release itself): nothing comes after it.
                     _ = markReleasedLocked()
-                    released = true
                     releasesNow = true
                 }
                 return nil
