@@ -174,6 +174,9 @@ struct WorkflowBehaviourTests {
         workflow.start()
         #expect(await reached(taskDelegates[0].messages))
         #expect(await reached(taskDelegates[1].messages))
+        // B's fail tells the workflow's delegate on B's thread after B's own delegate: wait for
+        // that message too, or the cancel below (told on this thread) may overtake it.
+        #expect(await workflowDelegate.received(1))
         #expect(await held.started())
         workflow.cancel()
         #expect(await reached(workflowDelegate.messages))
