@@ -73,13 +73,14 @@ extension ConcurrentOperationQueue {
     }
 }
 
-/// Polls `condition` (yielding, never sleeping) until it holds or `timeout` passes; for the rare
-/// state that has no event to wait for.
+/// Polls `condition` until it holds or `timeout` passes, pausing between checks (see
+/// `PollPause`); for the rare state that has no event to wait for.
 func eventually(within timeout: Duration = procedureTimeout, _ condition: () -> Bool) async -> Bool {
     let deadline = ContinuousClock.now + timeout
+    var pause = PollPause()
     while !condition() {
         if ContinuousClock.now > deadline { return false }
-        await Task.yield()
+        await pause.next()
     }
     return true
 }

@@ -28,7 +28,7 @@ func awaitWithin<Value: Sendable>(
 
 /// Waits, without blocking a thread, until `condition` holds; records an issue and throws
 /// ``AwaitTimedOut`` if it has not within `timeout`. For a state another thread reaches with no
-/// event to wait for (polls with `Task.yield()`; no assertion depends on how long it takes).
+/// event to wait for (polls with a `PollPause`; no assertion depends on how long it takes).
 @discardableResult
 func untilTrue(
     _ timeout: Duration = operationTestTimeout,
@@ -36,8 +36,28 @@ func untilTrue(
     _ condition: @escaping @Sendable () -> Bool
 ) async throws -> Bool {
     try await awaitWithin(timeout, sourceLocation: sourceLocation) {
-        while !condition() { await Task.yield() }
+        var pause = PollPause()
+        while !condition() { await pause.next() }
         return true
+    }
+}
+
+/// The pause between two checks of a polled condition: a yield first, then sleeps that double
+/// from 50 µs up to 5 ms. A poll that only yields keeps a thread busy for as long as it lasts;
+/// a few of them at once on a 2-core machine (the more so under TSan, or on a loaded CI runner)
+/// take the CPU from the very work they wait for. The pause is a polling interval, not a
+/// stand-in for an ordering: the condition is checked again after it, until the deadline.
+struct PollPause {
+    private var pause: Duration = .zero
+
+    mutating func next() async {
+        if pause == .zero {
+            await Task.yield()
+            pause = .microseconds(50)
+            return
+        }
+        try? await Task.sleep(for: pause)
+        pause = min(pause * 2, .milliseconds(5))
     }
 }
 

@@ -103,7 +103,8 @@ struct FakeCallbackServiceTests {
         // The cancel reaches the request from the did-cancel hook, or from execute() if the
         // request was not stored yet; either may run on another thread after cancel() returns.
         let reached = await outcome(within: .seconds(30)) {
-            while !service.wasCancelled { await Task.yield() }
+            var pause = PollPause()
+            while !service.wasCancelled { await pause.next() }
         }
         #expect(reached != nil && service.waitingCount == 1)
         service.complete(with: 4)

@@ -21,9 +21,10 @@ func awaiterCount(_ workflow: Workflow) -> Int {
 /// have no callback to wait on (an awaiter has registered); it never stands in for an ordering.
 func awaitEventually(within timeout: Duration = workflowTimeout, _ condition: () -> Bool) async -> Bool {
     let deadline = ContinuousClock.now + timeout
+    var pause = PollPause()
     while !condition() {
         if ContinuousClock.now > deadline { return false }
-        await Task.yield()
+        await pause.next()
     }
     return true
 }

@@ -112,7 +112,8 @@ struct TimeoutObserverClockTests {
         try queue.addOperation(work)
 
         let timerSet = await outcome(within: .seconds(10)) {             // set at will-execute, on a queue thread
-            while clock.pendingTimerCount == 0 { await Task.yield() }
+            var pause = PollPause()
+            while clock.pendingTimerCount == 0 { await pause.next() }
         }
         #expect(timerSet != nil)
         clock.advance(by: .seconds(29))
