@@ -208,7 +208,9 @@ extension ConcurrentOperationQueue {
             executor.enqueue { self.runStep(first: operation) }
             return
         }
-        target.async { self.runWorker(first: operation) }
+        // The block holds no reference of its own: see `runWorker(handedOff:)`.
+        let handedOff = Unmanaged.passRetained(operation)
+        target.async { self.runWorker(handedOff: handedOff) }
     }
 
     /// What is left to do, without the lock, after an operation left the queue.
@@ -297,15 +299,39 @@ extension ConcurrentOperationQueue {
     /// It parks the operations it finishes (see `finished`) and, as it leaves, releases those
     /// parked so far: so an operation is released by the next add, by the 64th finish after it,
     /// by the finish that empties the queue, or when its worker runs out of work.
-    func runWorker(first: ConcurrentOperation? = nil) {
-        CurrentQueue.with(self) {
-            var next = first ?? lock.withLock { nextOrReleaseSlot() }
+    ///
+    /// After `workerTurn` operations with more ready, it goes to the back of its dispatch queue
+    /// (a new job with the next operation and the slot), so that a long backlog does not hold up
+    /// the other work of that queue — for the global queues, other queues' workers and Swift's
+    /// tasks — until it is done. Those parked stay parked for the next turn.
+    ///
+    /// `handedOff`, if given, is the first operation, taken with the slot, with a retain of its
+    /// own that the loop's variable takes over (and lets go once it has run): a block or a
+    /// parameter holding the operation would keep it alive until the worker leaves.
+    func runWorker(handedOff: Unmanaged<ConcurrentOperation>? = nil) {
+        // The next operation, if the worker makes way, with a retain for the next turn (this
+        // turn's references to it end with the closure).
+        let handOff = CurrentQueue.with(self) { () -> Unmanaged<ConcurrentOperation>? in
+            var next = handedOff?.takeRetainedValue() ?? lock.withLock { nextOrReleaseSlot() }
+            var turn = Self.workerTurn
             while let operation = next {
                 next = runTaken(operation, parks: true)
+                turn &-= 1
+                if turn == 0, let next { return Unmanaged.passRetained(next) }
             }
+            return nil
+        }
+        if let handOff {
+            target.async { self.runWorker(handedOff: handOff) }
+            return
         }
         Self.release(finished: lock.withLock { takeFinishedLocked() })
     }
+
+    /// How many operations a Dispatch worker runs in a row before it makes way for the other
+    /// work of its dispatch queue (see `runWorker(handedOff:)`): one `async` per this many
+    /// operations of a backlog.
+    static let workerTurn = 64
 
     /// Runs `operation`, taken from the ready list with a slot, and returns the next ready
     /// operation for that slot, or `nil` once the slot went back (or to the operation, which

@@ -41,6 +41,37 @@ struct QueueReleaseTests {
         #expect(await queue.empties())
     }
 
+    @Test("a worker that made way for other work holds no finished operation: the next add releases them all")
+    func releasedAcrossWorkerTurns() async throws {
+        // One worker (limit 1) runs 64 operations a turn, then hands the next one to a new
+        // Dispatch job; the last operation holds the worker in its third turn.
+        let queue = try ConcurrentOperationQueue(name: "release.turns", maxConcurrentOperationCount: 1)
+        queue.isSuspended = true
+        let count = 200
+        let gate = Gate()
+        let started = Latch()
+        var references: [WeakOperation] = []
+        do {
+            let operations = (0..<count).map { index in
+                ClosureOperation(name: "op\(index)") {
+                    guard index == count - 1 else { return }
+                    started.countDown()
+                    _ = gate.wait(timeout: procedureTimeout)
+                }
+            }
+            references = operations.map(WeakOperation.init)
+            try queue.addOperations(operations, waitUntilFinished: false)
+        }
+        queue.isSuspended = false
+        #expect(await started.opens())
+        // An add releases every finished operation the queue still holds (see `finished`).
+        try queue.addOperation(ClosureOperation(name: "late") {})
+        let alive = references.dropLast().indices.filter { references[$0].operation != nil }
+        #expect(alive.isEmpty, "finished operations still alive while the last one runs: \(alive.prefix(10))")
+        gate.open()
+        #expect(await queue.empties())
+    }
+
     @Test("every finished operation but the one its worker still holds is released before the queue's wait returns")
     func releasedBeforeTheWaitReturns() async throws {
         let queue = try ConcurrentOperationQueue(name: "release.wait", maxConcurrentOperationCount: 1)

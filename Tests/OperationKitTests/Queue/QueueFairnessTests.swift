@@ -1,0 +1,57 @@
+import Dispatch
+import OperationKit
+import OperationKitTestSupport
+import Testing
+
+/// A queue's workers share their dispatch queue (by default Dispatch's global pool, where Swift's
+/// tasks run too) with other work: a worker with a long backlog goes to the back of that queue
+/// every so many operations, so the work queued behind it is not held up until the backlog is
+/// done.
+@Suite("N. Queue: a long backlog shares its dispatch queue", .offThePool)
+struct QueueFairnessTests {
+    static let operations = 1_000
+
+    @Test("work queued on the underlying queue runs before a backlog of 1,000 operations is done")
+    func otherWorkRunsDuringABacklog() throws {
+        let shared = DispatchQueue(label: "fairness.shared")
+        let queue = ConcurrentOperationQueue(name: "fairness", underlyingQueue: shared)
+        let ran = AtomicCounter()
+        let seenByOther = Recorder<Int>()
+        let operations = (0..<Self.operations).map { index in
+            ClosureOperation(name: "b\(index)") {
+                // The first operation queues other work on the same (serial) dispatch queue.
+                if index == 0 { shared.async { seenByOther.record(ran.value) } }
+                ran.increment()
+            }
+        }
+        queue.isSuspended = true
+        try queue.addOperations(operations, waitUntilFinished: false)
+        queue.isSuspended = false
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
+        #expect(shared.sync { seenByOther.values.count } == 1)
+        let seen = try #require(seenByOther.values.first)
+        #expect(seen < Self.operations, "the other work waited for the whole backlog (\(seen) operations ran before it)")
+        #expect(ran.value == Self.operations)
+    }
+
+    @Test("a worker that goes to the back of its dispatch queue keeps its slot: a limit of 1 still runs one at a time, in order")
+    func yieldingKeepsTheSlot() throws {
+        let queue = ConcurrentOperationQueue(name: "fairness.serial")
+        try queue.setMaxConcurrentOperationCount(1)
+        let meter = InFlightMeter()
+        let order = Recorder<Int>()
+        let operations = (0..<Self.operations).map { index in
+            ClosureOperation(name: "s\(index)") {
+                meter.enter()
+                order.record(index)
+                meter.leave()
+            }
+        }
+        queue.isSuspended = true
+        try queue.addOperations(operations, waitUntilFinished: false)
+        queue.isSuspended = false
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
+        #expect(meter.peak == 1)
+        #expect(order.values == Array(0..<Self.operations))
+    }
+}
