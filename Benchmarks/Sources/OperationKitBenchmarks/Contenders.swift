@@ -295,6 +295,22 @@ struct ProcedureContender: OperationKitQueueContender {
     }
 }
 
+/// OperationKit's procedures with nothing added: `ClosureProcedure<Void>` running the same body, with no
+/// condition and no observer, on a `ConcurrentOperationQueue` with the default concurrency. Beside
+/// ``ProcedureContender`` it separates what the procedure type costs from what one condition and one
+/// observer add.
+struct BareProcedureContender: OperationKitQueueContender {
+    static let name = "OK bare proc."
+
+    let queue = ConcurrentOperationQueue(name: "bench")
+
+    init() {}
+
+    func makeNode(_ body: @escaping @Sendable () -> Void) -> ConcurrentOperation {
+        ClosureProcedure<Void>(body)
+    }
+}
+
 /// Foundation: `BlockOperation` on an `OperationQueue` with the default concurrency.
 struct FoundationContender: QueueContender {
     static let name = "Foundation"

@@ -58,6 +58,7 @@ func memoryReport(count: Int, quick: Bool) -> [String] {
         "|---|---:|---:|",
         "| OperationKit | \(heapCell(OperationKitContender.self)) | \(peakCell(.operationKit)) |",
         "| OK procedure (ClosureProcedure, 1 condition, 1 observer) | \(heapCell(ProcedureContender.self)) | - |",
+        "| OK bare procedure (ClosureProcedure, nothing added) | \(heapCell(BareProcedureContender.self)) | - |",
         "| OK async (AsyncOperation) | \(heapCell(AsyncOperationContender.self)) | - |",
         "| Foundation | \(heapCell(FoundationContender.self)) | \(peakCell(.foundation)) |",
         "| Dispatch (DispatchWorkItem, for reference) | \(heapCell(DispatchContender.self)) | - |",

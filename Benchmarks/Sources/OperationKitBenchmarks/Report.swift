@@ -97,6 +97,8 @@ struct ResultRow {
     let dispatch: Double
     /// `ClosureProcedure`s with one satisfied condition and one observer, on a `ConcurrentOperationQueue`.
     let procedure: Double
+    /// `ClosureProcedure`s with no condition and no observer.
+    let bareProcedure: Double
     /// `AsyncOperation`s running the same body, on a `ConcurrentOperationQueue`.
     let asyncOperation: Double
     /// The benchmark's own minimal scheduler; nil where it does not apply (S5: no cancellation).
@@ -143,8 +145,8 @@ let procedureTarget = 2.0
 func procedureTable(_ rows: [ResultRow]) -> [String] {
     var lines = [
         "| scenario | OperationKit ms | OK procedure ms | procedure/OK (target <= \(format(procedureTarget, decimals: 1))) "
-            + "| procedure/Foundation | OK async ms | async/OK |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+            + "| procedure/Foundation | OK bare procedure ms | bare procedure/OK | OK async ms | async/OK |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows {
         let ratio = row.procedure / row.operationKit
@@ -154,6 +156,8 @@ func procedureTable(_ rows: [ResultRow]) -> [String] {
             format(row.procedure),
             format(ratio) + (ratio > procedureTarget ? " (over)" : ""),
             format(row.procedure / row.foundation),
+            format(row.bareProcedure),
+            format(row.bareProcedure / row.operationKit),
             format(row.asyncOperation),
             format(row.asyncOperation / row.operationKit),
         ]

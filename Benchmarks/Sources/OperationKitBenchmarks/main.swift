@@ -32,7 +32,7 @@ func summarize(_ name: String, _ samples: [Double], plan: Plan) -> Double {
     return result
 }
 
-/// Runs `scenario` on all six contenders (the minimal scheduler only where it applies) and returns the medians.
+/// Runs `scenario` on all seven contenders (the minimal scheduler only where it applies) and returns the medians.
 ///
 /// The contenders take turns run by run, so a burst of load from elsewhere on the machine hits all of them
 /// alike instead of skewing whichever happened to run during it.
@@ -40,6 +40,7 @@ func measure(_ scenario: Scenario, sizes: Sizes, foundationPlan: Plan) -> Result
     let plan = Plan(warmUp: true, runs: sizes.runs)
     _ = scenario.run(on: OperationKitContender.self, sizes: sizes)
     _ = scenario.run(on: ProcedureContender.self, sizes: sizes)
+    _ = scenario.run(on: BareProcedureContender.self, sizes: sizes)
     _ = scenario.run(on: AsyncOperationContender.self, sizes: sizes)
     if foundationPlan.warmUp {
         _ = scenario.run(on: FoundationContender.self, sizes: sizes)
@@ -51,6 +52,7 @@ func measure(_ scenario: Scenario, sizes: Sizes, foundationPlan: Plan) -> Result
     }
     var operationKit: [Double] = []
     var procedure: [Double] = []
+    var bareProcedure: [Double] = []
     var asyncOperation: [Double] = []
     var foundation: [Double] = []
     var dispatch: [Double] = []
@@ -59,6 +61,7 @@ func measure(_ scenario: Scenario, sizes: Sizes, foundationPlan: Plan) -> Result
         if round < plan.runs {
             operationKit.append(scenario.run(on: OperationKitContender.self, sizes: sizes))
             procedure.append(scenario.run(on: ProcedureContender.self, sizes: sizes))
+            bareProcedure.append(scenario.run(on: BareProcedureContender.self, sizes: sizes))
             asyncOperation.append(scenario.run(on: AsyncOperationContender.self, sizes: sizes))
         }
         if round < foundationPlan.runs {
@@ -74,6 +77,7 @@ func measure(_ scenario: Scenario, sizes: Sizes, foundationPlan: Plan) -> Result
     // Printed in the order the contenders run.
     let operationKitMedian = summarize(OperationKitContender.name, operationKit, plan: plan)
     let procedureMedian = summarize(ProcedureContender.name, procedure, plan: plan)
+    let bareProcedureMedian = summarize(BareProcedureContender.name, bareProcedure, plan: plan)
     let asyncMedian = summarize(AsyncOperationContender.name, asyncOperation, plan: plan)
     let foundationMedian = summarize(FoundationContender.name, foundation, plan: foundationPlan)
     let dispatchMedian = summarize(DispatchContender.name, dispatch, plan: plan)
@@ -87,6 +91,7 @@ func measure(_ scenario: Scenario, sizes: Sizes, foundationPlan: Plan) -> Result
         foundation: foundationMedian,
         dispatch: dispatchMedian,
         procedure: procedureMedian,
+        bareProcedure: bareProcedureMedian,
         asyncOperation: asyncMedian,
         minimal: minimalMedian
     )
