@@ -34,8 +34,11 @@ public final class AsyncOperation<Output: Sendable>: ConcurrentOperation, @unche
     // protected by lock
     /// The runner whose task runs the closure, from the start (see `AsyncRunner`).
     private var runner: AsyncRunner?
-    /// Type-erased as in ``ResultProcedure`` (unspecialised code reads it).
-    private var _result: Result<Any, any Error>?
+    /// The closure's value (boxed) or its error: two references, which every operation creates
+    /// and destroys in a few instructions (a `Result<Output, any Error>?` or even
+    /// `Result<Any, any Error>?` field is created and destroyed through runtime calls).
+    private var _output: OutputBox<Output>?
+    private var _error: (any Error)?
     /// Whether the closure of an `AsyncOperation<Void>` returned: its result, without boxing `()`
     /// into an `Any` (``result`` then reads `.success(())`). Not under the lock: it only ever
     /// becomes `true`, once, before the operation finishes.
@@ -61,7 +64,10 @@ public final class AsyncOperation<Output: Sendable>: ConcurrentOperation, @unche
     /// any thread.
     public var result: Result<Output, any Error>? {
         if voidReturned.load(ordering: .acquiring) { return .success(() as! Output) }
-        return lock.withLock { _result }?.map { $0 as! Output }
+        let (output, error) = lock.withLock { (_output, _error) }
+        if let error { return .failure(error) }
+        if let output { return .success(output.value) }
+        return nil
     }
 
     /// The value the closure returned, or `nil` (see ``result``). Readable from any thread.
@@ -132,21 +138,41 @@ public final class AsyncOperation<Output: Sendable>: ConcurrentOperation, @unche
         return TaskPriorityCode(qualityOfService) == runnerPriority
     }
 
-    nonisolated(nonsending) override func runOnAsyncRunner() async {
-        guard let body else { return }
-        self.body = nil
-        let result: Result<Any, any Error>
-        do {
-            let value = try await body()
-            if Output.self == Void.self {
-                voidReturned.store(true, ordering: .releasing)
-                return
+    nonisolated(nonsending) override func runOnAsyncRunner(_ runner: AsyncRunner) async -> ConcurrentOperation? {
+        // The runner's loop, for a run of operations of this very class: each closure is called
+        // from here, without a call (a task allocation and a hop back) per operation in between.
+        var operation = self
+        while true {
+            if let body = operation.body {
+                operation.body = nil
+                do {
+                    operation.didReturn(try await body())
+                } catch {
+                    operation.didThrow(error)
+                }
             }
-            result = .success(value as Any)
-        } catch {
-            result = .failure(error)
+            guard let next = runner.advance(after: operation) else { return nil }
+            // The class is final: the same metatype means the same `Output`.
+            guard type(of: next) == Self.self else { return next }
+            operation = unsafeDowncast(next, to: Self.self)
         }
-        lock.withLock { _result = result }
+    }
+
+    /// Keeps what the closure returned. Out of line: its temporaries would otherwise take task
+    /// allocations in `runOnAsyncRunner()` for every operation.
+    @inline(never)
+    private func didReturn(_ value: consuming Output) {
+        if Output.self == Void.self {
+            voidReturned.store(true, ordering: .releasing)
+            return
+        }
+        let output = OutputBox(value)
+        lock.withLock { _output = output }
+    }
+
+    /// Keeps the error the closure threw.
+    private func didThrow(_ error: any Error) {
+        lock.withLock { _error = error }
     }
 
     /// Cancels the operation (see ``ConcurrentOperation/cancel()``) and the task running its
@@ -165,7 +191,13 @@ public final class AsyncOperation<Output: Sendable>: ConcurrentOperation, @unche
     }
 
     override func instrumentErrorsLocked() -> [any Error] {
-        if case .failure(let error)? = _result { return [error] }
+        if let _error { return [_error] }
         return []
     }
+}
+
+/// The value an ``AsyncOperation``'s closure returned.
+private final class OutputBox<Value: Sendable>: Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
 }

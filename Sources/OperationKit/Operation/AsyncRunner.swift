@@ -50,42 +50,50 @@ final class AsyncRunner: @unchecked Sendable {  // mutable fields are protected 
 
     private func run(first: ConcurrentOperation) async {
         var operation = first
-        while true {
-            await operation.runOnAsyncRunner()
-            let retire = lock.withLock { () -> Bool in
-                current = nil
-                return cancelled
-            }
-            if retire {
-                operation.finishAfterStart()
-                return
-            }
-            guard let next = operation.finishAfterStart(handOff: .asyncRunner).next else { return }
-            // `next` came with the slot. An instrumented queue's operations go to a worker: their
-            // `execute()` runs in the instrument's `run(_:_:)`, which may bind task-local values
-            // that this task would not have.
-            guard let queue = next.queue, queue.instrumentSlot.current == nil,
-                  next.canRunOnAsyncRunner(priority: priority, queue: queue) else {
-                next.queue?.startWorker(with: next)
-                return
-            }
-            // The current operation is set before the start, so that a cancel that comes after
-            // the start finds it.
-            lock.withLock { current = ObjectIdentifier(next) }
-            switch next.startOnAsyncRunner(self) {
-            case .execute:
-                operation = next
-            case .finishWithoutExecuting:
-                // Cancelled before it started: it finishes without running, and gives the slot
-                // back (the runner no longer holds one).
-                lock.withLock { current = nil }
-                next.finishWithoutExecuting()
-                return
-            case .refuse:
-                lock.withLock { current = nil }
-                queue.startWorker(with: next)
-                return
-            }
+        // Each call runs a run of operations of one class (see `runOnAsyncRunner(_:)`).
+        while let next = await operation.runOnAsyncRunner(self) {
+            operation = next
+        }
+    }
+
+    /// After `operation`'s closure has returned (or thrown): finishes the operation and, if the
+    /// runner keeps the slot, takes the queue's next ready operation and starts it on this
+    /// runner. Returns that operation, whose closure the runner runs next, or `nil` once the
+    /// runner is done (it gave the slot back or handed it, with the next operation, to a worker).
+    func advance(after operation: ConcurrentOperation) -> ConcurrentOperation? {
+        let retire = lock.withLock { () -> Bool in
+            current = nil
+            return cancelled
+        }
+        if retire {
+            operation.finishAfterStart()
+            return nil
+        }
+        guard let next = operation.finishAfterStart(handOff: .asyncRunner).next else { return nil }
+        // `next` came with the slot. An instrumented queue's operations go to a worker: their
+        // `execute()` runs in the instrument's `run(_:_:)`, which may bind task-local values
+        // that this task would not have.
+        guard let queue = next.queue, queue.instrumentSlot.current == nil,
+              next.canRunOnAsyncRunner(priority: priority, queue: queue) else {
+            next.queue?.startWorker(with: next)
+            return nil
+        }
+        // The current operation is set before the start, so that a cancel that comes after
+        // the start finds it.
+        lock.withLock { current = ObjectIdentifier(next) }
+        switch next.startOnAsyncRunner(self) {
+        case .execute:
+            return next
+        case .finishWithoutExecuting:
+            // Cancelled before it started: it finishes without running, and gives the slot
+            // back (the runner no longer holds one).
+            lock.withLock { current = nil }
+            next.finishWithoutExecuting()
+            return nil
+        case .refuse:
+            lock.withLock { current = nil }
+            queue.startWorker(with: next)
+            return nil
         }
     }
 }

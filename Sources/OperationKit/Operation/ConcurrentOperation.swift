@@ -341,9 +341,14 @@ open class ConcurrentOperation {
     /// work itself (see `AsyncRunner`); only ``AsyncOperation`` can.
     func canRunOnAsyncRunner(priority: TaskPriorityCode, queue: ConcurrentOperationQueue) -> Bool { false }
 
-    /// Runs the operation's async work on an async runner (``AsyncOperation``), on the runner's
-    /// executor (no hop on the way in and out: the runner's task runs on the global executor).
-    nonisolated(nonsending) func runOnAsyncRunner() async {}
+    /// Runs the operation's async work on `runner` (``AsyncOperation``), on the runner's
+    /// executor (no hop on the way in and out: the runner's task runs on the global executor),
+    /// and then, while the runner gives it operations of the same class, theirs (see
+    /// `AsyncRunner.advance(after:)`). Returns the next operation for the runner, of another
+    /// class and already started on it, or `nil` once the runner is done.
+    nonisolated(nonsending) func runOnAsyncRunner(_ runner: AsyncRunner) async -> ConcurrentOperation? {
+        runner.advance(after: self)
+    }
 
     /// Under `lock`, as the operation starts on `runner`: it runs there
     /// (``AsyncOperation``, to cancel its closure).

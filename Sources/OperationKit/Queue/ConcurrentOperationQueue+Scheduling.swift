@@ -179,15 +179,26 @@ extension ConcurrentOperationQueue {
     /// worker left `execute()` first), take the next ready operation with that slot in the same
     /// step (or give the slot back: `nil`). If the worker still holds the slot, it takes the
     /// next operation itself (as in `operationDidFinish`), and this returns `nil`.
+    ///
+    /// A runner that keeps its slot parks the operations it finishes, as a worker does (see
+    /// `finished` and `runWorker(handedOff:)`), and releases those parked when it gives its slot
+    /// back: the operations are then freed in batches rather than one by one, each right after
+    /// its finish — while the thread adding them allocates the next ones, which made both
+    /// threads wait for the allocator's lock.
     func runnerDidFinish(_ operation: ConcurrentOperation, newlyReady: OperationList) -> ConcurrentOperation? {
-        let (effects, next) = lock.withLock { () -> (RemovalEffects, ConcurrentOperation?) in
+        let (effects, next, parked) = lock.withLock {
+            () -> (RemovalEffects, ConcurrentOperation?, Unmanaged<ConcurrentOperation>?) in
             // Settled under the lock, as in `operationDidFinish`.
             let runnerHoldsSlot = operation.slotHandoff.exchange(SlotHandoff.finished, ordering: .acquiringAndReleasing)
                 == SlotHandoff.workerLeft
-            let effects = removeLocked(operation, releasesSlot: false, newlyReady: newlyReady, returningWorkers: 1)
-            return (effects, runnerHoldsSlot ? nextOrReleaseSlot() : nil)
+            let effects = removeLocked(
+                operation, releasesSlot: false, newlyReady: newlyReady, returningWorkers: 1, parks: runnerHoldsSlot)
+            guard runnerHoldsSlot else { return (effects, nil, nil) }
+            let next = nextOrReleaseSlot()
+            return (effects, next, next == nil ? takeFinishedLocked() : nil)
         }
         apply(effects, finished: operation)
+        Self.release(finished: parked)
         return next
     }
 

@@ -57,12 +57,14 @@ public final class ConcurrentOperationQueue {
     @exclusivity(unchecked) var first: Unmanaged<ConcurrentOperation>?
     @exclusivity(unchecked) var last: Unmanaged<ConcurrentOperation>?
     @exclusivity(unchecked) var count = 0
-    /// Finished operations that a worker unlinked but whose retain the queue still holds
+    /// Finished operations that a worker (or an async runner holding a slot, see
+    /// `runnerDidFinish`) unlinked but whose retain the queue still holds
     /// ("parked"), linked through `queueNext`; fewer than `finishedLimit`. The next add releases
     /// them on the adding thread, which usually allocated them: their memory goes back to that
     /// thread's cache, instead of a worker freeing it while the adder allocates (the allocator's
     /// lock is then contended on every operation). The finish that empties the queue releases
-    /// them before its waiters are resumed, and a worker that runs out of work as it leaves.
+    /// them before its waiters are resumed, and a worker (or runner) that runs out of work as it
+    /// leaves.
     @exclusivity(unchecked) var finished: Unmanaged<ConcurrentOperation>?
     @exclusivity(unchecked) var finishedCount = 0
     @exclusivity(unchecked) var waiters: [Waiter] = []

@@ -51,6 +51,32 @@ struct AsyncRunnerTests {
         #expect(operations.allSatisfy { $0.isFinished && $0.result != nil })
     }
 
+    @Test("a chain mixing async operations of different outputs runs in one task and keeps each result")
+    func mixedChainSharesTaskAndKeepsResults() async throws {
+        struct Failure: Error, Equatable {}
+        let queue = ConcurrentOperationQueue(name: "mixed-chain")
+        let seen = Sightings()
+        let void1 = AsyncOperation(name: "void1") { seen.record("void1") }
+        let int1 = AsyncOperation(name: "int1") { () -> Int in seen.record("int1"); return 7 }
+        let int2 = AsyncOperation(name: "int2") { () -> Int in seen.record("int2"); return 8 }
+        let none = AsyncOperation(name: "none") { () -> String? in seen.record("none"); return nil }
+        let thrower = AsyncOperation(name: "thrower") { () -> Int in seen.record("thrower"); throw Failure() }
+        let void2 = AsyncOperation(name: "void2") { seen.record("void2") }
+        let operations: [ConcurrentOperation] = [void1, int1, int2, none, thrower, void2]
+        for index in 1..<operations.count { try operations[index].addDependency(operations[index - 1]) }
+        try queue.addOperations(operations, waitUntilFinished: false)
+        try await awaitWithin { await queue.waitUntilAllOperationsAreFinished() }
+        let names = ["void1", "int1", "int2", "none", "thrower", "void2"]
+        let tasks = Set(names.compactMap { seen.of($0)?.task })
+        #expect(tasks.count == 1, "one task ran the whole chain, across the changes of output type")
+        #expect(void1.output != nil && void2.output != nil)
+        #expect(int1.output == 7 && int2.output == 8)
+        #expect(try #require(none.result).get() == nil, "a closure that returned nil has a result")
+        #expect(thrower.error is Failure && thrower.output == nil)
+        await #expect(throws: Failure.self) { try await thrower.value }
+        #expect(try await int2.value == 8)
+    }
+
     @Test("cancelling the operation whose closure runs cancels that closure; the next one runs in a task that is not cancelled")
     func cancelReachesOnlyItsClosure() async throws {
         let queue = ConcurrentOperationQueue(name: "cancel-current")
