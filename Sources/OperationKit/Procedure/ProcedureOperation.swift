@@ -101,6 +101,14 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
         super.init(name: name)
     }
 
+    /// Creates a procedure of a class of this module whose hooks need only `hookEvents` (see
+    /// the field): set before the base initialiser, not after it (which costs a retain and a
+    /// release of the new procedure).
+    init(name: String?, hookEvents: ProcedureEventKinds) {
+        self.hookEvents = hookEvents
+        super.init(name: name)
+    }
+
     // MARK: Hooks of the queue (see ConcurrentOperation)
 
     override func didClaim() {

@@ -32,6 +32,11 @@ open class ResultProcedure<Output: Sendable>: ProcedureOperation, @unchecked Sen
         super.init(name: name)
     }
 
+    /// See `ProcedureOperation.init(name:hookEvents:)`.
+    override init(name: String?, hookEvents: ProcedureEventKinds) {
+        super.init(name: name, hookEvents: hookEvents)
+    }
+
     /// The value the procedure finished with, or `nil` (not finished, finished with
     /// ``ProcedureOperation/finish(with:)`` or without a value, or cancelled before executing).
     /// Set in the same step as the finish counts, before will-finish observers run. Readable from
@@ -121,8 +126,7 @@ public final class ClosureProcedure<Output: Sendable>: ResultProcedure<Output>, 
     ///   - body: The work, run on the thread that executes the procedure.
     public init(name: String? = nil, _ body: @escaping @Sendable () throws -> Output) {
         synchronousBody = body
-        super.init(name: name)
-        hookEvents = []  // overrides no hook
+        super.init(name: name, hookEvents: [])  // overrides no hook
     }
 
     /// A procedure that hands itself to `body`, which must finish it — now or later, from any
@@ -135,8 +139,7 @@ public final class ClosureProcedure<Output: Sendable>: ResultProcedure<Output>, 
     ///     or a did-cancel observer).
     public init(name: String? = nil, asynchronous body: @escaping @Sendable (ClosureProcedure<Output>) -> Void) {
         asynchronousBody = body
-        super.init(name: name)
-        hookEvents = []  // overrides no hook
+        super.init(name: name, hookEvents: [])  // overrides no hook
     }
 
     /// A procedure without a result (`ClosureProcedure<Void>`) that runs `body` and finishes,
@@ -147,8 +150,7 @@ public final class ClosureProcedure<Output: Sendable>: ResultProcedure<Output>, 
     ///   - body: The work, run on the thread that executes the procedure.
     public init(name: String? = nil, _ body: @escaping @Sendable () throws -> Void) where Output == Void {
         voidBody = body
-        super.init(name: name)
-        hookEvents = []  // overrides no hook
+        super.init(name: name, hookEvents: [])  // overrides no hook
     }
 
     /// Runs the closure: a synchronous one finishes the procedure with its value or error; an
@@ -210,8 +212,7 @@ public final class TransformProcedure<Input: Sendable, Output: Sendable>: Result
     public init(name: String? = nil, input: Input? = nil, _ transform: @escaping @Sendable (Input) throws -> Output) {
         _input = input
         self.transform = transform
-        super.init(name: name)
-        hookEvents = []  // overrides no hook
+        super.init(name: name, hookEvents: [])  // overrides no hook
     }
 
     /// The input. Set it before the procedure executes; the procedure lets go of it when its
