@@ -82,8 +82,10 @@ extension ProcedureOperation {
                 if !errors.isEmpty { _errors.append(contentsOf: errors) }
                 record()
                 if produceProgress.finishRequested() { return .deferred }
-                if let queue = self.queue, queue.hasListeners.load(ordering: .acquiring) {
-                    return .tellQueueFirst(queue)
+                // (Read through the unretained reference: no retain and release for the usual
+                // queue without listeners. The queue is alive: it counts this procedure.)
+                if let queue = queueReference, queue._withUnsafeGuaranteedRef({ $0.hasListeners.load(ordering: .acquiring) }) {
+                    return .tellQueueFirst(queue.takeUnretainedValue())
                 }
                 // The usual procedure: what `enqueueFinishEventsLocked` does when both events are
                 // skipped, without making them.
