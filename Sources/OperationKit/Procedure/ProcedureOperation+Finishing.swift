@@ -207,6 +207,9 @@ extension ProcedureOperation {
         var exclusive: Bool
         var tellHooksAndObservers: Bool
         var hasObservers: Bool
+        /// Whether there is anything for `releaseUnlocked` to let go of (a procedure without
+        /// conditions or observers skips it).
+        var holdsConditionsOrObservers = true
     }
 
     /// After the base operation finished: releases mutual exclusivity, tells did finish, and lets
@@ -275,7 +278,7 @@ extension ProcedureOperation {
         }
         // Observers with an event queue were posted did finish: the tail waits for them.
         let mailboxes = direct.hasObservers ? eventMailboxes() : []
-        releaseUnlocked()
+        if direct.holdsConditionsOrObservers { releaseUnlocked() }
         // Moved, not copied: a copy of the tail (two operation lists, the waiters) costs retains
         // and releases, and destroying the original goes through value witnesses.
         guard let held = consume tail else { return }

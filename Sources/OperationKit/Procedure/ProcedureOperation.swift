@@ -287,9 +287,11 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     override func willBecomeFinishedLocked() {
         procedureLifecycle.finished()
         guard !eventDelivery.isDelivering else { return }
+        // (Read before `markReleasedLocked` zeroes the counts.)
+        let holdsConditionsOrObservers = conditionTotal != 0 || observerTotal != 0 || conditionExtras != nil
         finishedDirectly = DirectFinish(
             exclusive: exclusivity.release(), tellHooksAndObservers: observedEvents.union(hookEvents).contains(.didFinish),
-            hasObservers: markReleasedLocked() > 0)
+            hasObservers: markReleasedLocked() > 0, holdsConditionsOrObservers: holdsConditionsOrObservers)
     }
 
     /// The procedure's start, made in the base operation's start step (see
