@@ -99,14 +99,35 @@ extension ConcurrentOperation {
             if let instrument, takeReadyTelling() { tell(.ready, queue: queue, to: instrument) }
             // A procedure evaluates its conditions first; while they are pending it leaves the
             // worker, and its queue runs it again once they are done.
-            let preparation = prepareToRun(on: queue, instrumented: instrument != nil)
-            if preparation == .putBack { return .keepSlot }
-            willTellStarted(instrument)
-            let action = lock.withLock { () -> OperationLifecycle.StartAction in
-                // Conditions satisfied on this worker, their answer recorded in the start step
-                // (refused if a cancel abandoned the evaluation meanwhile and put it back).
-                if preparation == .startSatisfyingConditions && !conditionsSatisfiedLocked() { return .refuse(.notReady) }
-                return startStepLocked()
+            var preparation = prepareToRun(on: queue, instrumented: instrument != nil)
+            var action: OperationLifecycle.StartAction
+            while true {
+                if preparation == .putBack { return .keepSlot }
+                willTellStarted(instrument)
+                var conditionAdded = false
+                action = lock.withLock { () -> OperationLifecycle.StartAction in
+                    switch preparation {
+                    case .startSatisfyingConditions:
+                        // Conditions satisfied on this worker, their answer recorded in the start
+                        // step (refused if a cancel abandoned the evaluation meanwhile and put it
+                        // back).
+                        if !conditionsSatisfiedLocked() { return .refuse(.notReady) }
+                    case .startWithoutConditions:
+                        // No condition: past its dependencies in the start step.
+                        if !passDependenciesWithoutConditionsLocked() {
+                            conditionAdded = true
+                            return .refuse(.notReady)
+                        }
+                    case .start, .putBack:
+                        break
+                    }
+                    return startStepLocked()
+                }
+                guard conditionAdded else { break }
+                // A condition was added since `prepareToRun` looked without the lock: prepare
+                // again, which evaluates it. (Only on a run without an instrument, so nothing
+                // was told of a start.)
+                preparation = prepareToRun(on: queue, instrumented: instrument != nil)
             }
             switch action {
             case .execute:

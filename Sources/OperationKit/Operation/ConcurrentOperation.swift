@@ -325,6 +325,11 @@ open class ConcurrentOperation {
         /// Its conditions were satisfied on this worker and nothing was told of it: the start
         /// step records that first (``conditionsSatisfiedLocked()``), saving a critical section.
         case startSatisfyingConditions
+        /// It had no condition when the worker looked without the lock (a procedure, on a run
+        /// that tells no instrument): the start step moves it past its dependencies first
+        /// (``passDependenciesWithoutConditionsLocked()``), saving a critical section — unless a
+        /// condition was added meanwhile: then nothing starts, and the worker prepares it again.
+        case startWithoutConditions
     }
 
     /// Called by a queue worker that took the operation, before it starts it (see
@@ -336,6 +341,12 @@ open class ConcurrentOperation {
     /// cancel abandoned the evaluation and put the operation back in its queue): it does not
     /// start. Must not call out.
     func conditionsSatisfiedLocked() -> Bool { true }
+
+    /// Under `lock`, in the start step after ``RunPreparation/startWithoutConditions``: moves
+    /// the operation past its dependencies if it still has no condition to evaluate. Returns
+    /// `false`, changing nothing, if a condition was added since the worker looked: it does not
+    /// start, and the worker calls ``prepareToRun(on:instrumented:)`` again. Must not call out.
+    func passDependenciesWithoutConditionsLocked() -> Bool { true }
 
     /// Whether an async runner holding a slot of `queue` at `priority` may run this operation's
     /// work itself (see `AsyncRunner`); only ``AsyncOperation`` can.

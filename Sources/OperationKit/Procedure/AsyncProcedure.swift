@@ -43,8 +43,7 @@ public final class AsyncProcedure<Output: Sendable>: ResultProcedure<Output>, @u
     ) {
         self.body = body
         self.priority = priority
-        super.init(name: name)
-        hookEvents = []  // overrides no hook
+        super.init(name: name, hookEvents: [])  // overrides no hook
     }
 
     /// Starts the task that runs the closure, and returns; the closure's end finishes the

@@ -32,8 +32,7 @@ public final class MainClosureProcedure<Output: Sendable>: ResultProcedure<Outpu
     ///   - body: The work, run on the main actor (the main thread).
     public init(name: String? = nil, _ body: @escaping @MainActor @Sendable () throws -> Output) {
         self.body = body
-        super.init(name: name)
-        hookEvents = []  // overrides no hook
+        super.init(name: name, hookEvents: [])  // overrides no hook
     }
 
     /// Runs the closure on the main queue: at once on ``ConcurrentOperationQueue/main``'s worker,

@@ -9,10 +9,10 @@ extension ProcedureOperation {
     func prepareConditions(queue: ConcurrentOperationQueue, instrumented: Bool) -> RunPreparation {
         enum Taken {
             case proceed
-            case one
+            /// The single condition, copied out under the lock.
+            case one(FirstCondition)
             case several
         }
-        var single = FirstCondition.none
         var signal: ProcedureTakenSignal?
         let taken = lock.withLock { () -> Taken in
             switch procedureLifecycle.dependenciesFinished(hasConditions: conditionTotal > 0) {
@@ -24,19 +24,19 @@ extension ProcedureOperation {
                 // The usual case: one condition, with nothing to wait for.
                 if conditionTotal == 1 && (conditionExtras == nil || firstGateIsOpenLocked()) {
                     conditionProgress.beginOne()
-                    single = firstCondition
-                    return .one
+                    return .one(firstCondition)
                 }
                 return .several
             }
         }
         signal?.fire()
-        switch taken {
+        // (Consumed, not copied again: the copy made under the lock is the only retain.)
+        switch consume taken {
         case .proceed:
             return .start
-        case .one:
+        case .one(let single):
             // A ``ClosureCondition`` (the usual one) is asked without an existential.
-            switch single {
+            switch consume single {
             case .closure(let condition): return evaluateOne(condition, queue: queue, instrumented: instrumented)
             case .boxed(let box): return evaluateOne(box.condition, queue: queue, instrumented: instrumented)
             case .none: return evaluateOne(NoCondition(), queue: queue, instrumented: instrumented)

@@ -143,9 +143,12 @@ extension ProcedureOperation {
         _ condition: any OperationCondition, first: Bool, identity: ConditionIdentity?, waitsFor: [ConcurrentOperation]?
     ) -> ConditionGate? {
         defer { conditionTotal += 1 }
+        // (Only written under the lock: a load and a store, not a read-modify-write.)
+        let kinds = ConditionKinds.any | (waitsFor != nil ? ConditionKinds.mayProduceDependencies : 0)
+        let known = conditionKinds.load(ordering: .relaxed)
+        if known | kinds != known { conditionKinds.store(known | kinds, ordering: .releasing) }
         var gate: ConditionGate?
         if let waitsFor {
-            conditionsMayProduceDependencies.store(true, ordering: .releasing)
             gate = ConditionGate(waitsFor: waitsFor)
             // The gates run parallel to the conditions once there is one.
             if conditionGates.isEmpty { conditionGates = Array(repeating: nil, count: Int(conditionTotal)) }
@@ -224,7 +227,7 @@ extension ProcedureOperation {
         // Only ClosureConditions (which make none): nothing to ask. (A condition that may make one,
         // added on another thread meanwhile, is made by that thread, or left for the worker: see
         // `addCondition`.)
-        guard conditionsMayProduceDependencies.load(ordering: .acquiring) else { return [] }
+        guard conditionKinds.load(ordering: .acquiring) & ConditionKinds.mayProduceDependencies != 0 else { return [] }
         let taken = lock.withLock { () -> [(ConditionGate, any OperationCondition)] in
             // Called once `queue` has claimed the procedure (an add that is refused makes nothing).
             guard conditionTotal > 0, procedureLifecycle.state == .pending,
@@ -248,4 +251,12 @@ extension ProcedureOperation {
         }
         return all
     }
+}
+
+/// The bits of `ProcedureOperation.conditionKinds`.
+enum ConditionKinds {
+    /// A condition was added.
+    static let any: UInt8 = 1 << 0
+    /// A condition that may make a dependency, or waits for its own dependencies, was added.
+    static let mayProduceDependencies: UInt8 = 1 << 1
 }

@@ -82,8 +82,10 @@ extension ProcedureOperation {
                 if !errors.isEmpty { _errors.append(contentsOf: errors) }
                 record()
                 if produceProgress.finishRequested() { return .deferred }
-                if let queue = self.queue, queue.hasListeners.load(ordering: .acquiring) {
-                    return .tellQueueFirst(queue)
+                // (Read through the unretained reference: no retain and release for the usual
+                // queue without listeners. The queue is alive: it counts this procedure.)
+                if let queue = queueReference, queue._withUnsafeGuaranteedRef({ $0.hasListeners.load(ordering: .acquiring) }) {
+                    return .tellQueueFirst(queue.takeUnretainedValue())
                 }
                 // The usual procedure: what `enqueueFinishEventsLocked` does when both events are
                 // skipped, without making them.
@@ -205,6 +207,9 @@ extension ProcedureOperation {
         var exclusive: Bool
         var tellHooksAndObservers: Bool
         var hasObservers: Bool
+        /// Whether there is anything for `releaseUnlocked` to let go of (a procedure without
+        /// conditions or observers skips it).
+        var holdsConditionsOrObservers = true
     }
 
     /// After the base operation finished: releases mutual exclusivity, tells did finish, and lets
@@ -273,7 +278,7 @@ extension ProcedureOperation {
         }
         // Observers with an event queue were posted did finish: the tail waits for them.
         let mailboxes = direct.hasObservers ? eventMailboxes() : []
-        releaseUnlocked()
+        if direct.holdsConditionsOrObservers { releaseUnlocked() }
         // Moved, not copied: a copy of the tail (two operation lists, the waiters) costs retains
         // and releases, and destroying the original goes through value witnesses.
         guard let held = consume tail else { return }

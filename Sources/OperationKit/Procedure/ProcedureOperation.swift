@@ -75,9 +75,12 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     @exclusivity(unchecked) var exclusivity = ExclusivityProgress.none
     /// See `performExecute`. Not under the lock: written in the start step, read by that thread.
     @exclusivity(unchecked) var startedInBaseStep: Start?
-    /// Whether a condition that may make a dependency was added (any but a ``ClosureCondition``):
-    /// if not, the queue's add need not look (see `conditionDependenciesToEnqueue`).
-    let conditionsMayProduceDependencies = Atomic<Bool>(false)
+    /// The kinds of condition added (``ConditionKinds`` bits). Written under the lock; read
+    /// without it too (bits are only ever set): whether any condition was added — if not, the
+    /// worker that takes the procedure need not look under the lock (see `prepareToRun`) — and
+    /// whether one that may make a dependency was (any but a ``ClosureCondition``) — if not, the
+    /// queue's add need not look (see `conditionDependenciesToEnqueue`).
+    let conditionKinds = Atomic<UInt8>(0)
     /// Whether did execute was told (or queued). Written under the lock; read without it too (it
     /// only ever becomes `true`).
     let didExecuteTold = Atomic<Bool>(false)
@@ -95,6 +98,14 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     ///
     /// - Parameter name: A name for logs and errors.
     public override init(name: String? = nil) {
+        super.init(name: name)
+    }
+
+    /// Creates a procedure of a class of this module whose hooks need only `hookEvents` (see
+    /// the field): set before the base initialiser, not after it (which costs a retain and a
+    /// release of the new procedure).
+    init(name: String?, hookEvents: ProcedureEventKinds) {
+        self.hookEvents = hookEvents
         super.init(name: name)
     }
 
@@ -116,11 +127,23 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     }
 
     override func prepareToRun(on queue: ConcurrentOperationQueue, instrumented: Bool) -> RunPreparation {
-        prepareConditions(queue: queue, instrumented: instrumented)
+        // No condition so far (the usual ClosureProcedure): the start step moves the procedure
+        // past its dependencies, and checks again under the lock. (Not when an instrument is
+        // told: it is told `started` only once the start is certain.)
+        if !instrumented && conditionKinds.load(ordering: .relaxed) & ConditionKinds.any == 0 { return .startWithoutConditions }
+        return prepareConditions(queue: queue, instrumented: instrumented)
     }
 
     override func conditionsSatisfiedLocked() -> Bool {
         procedureLifecycle.conditionsEvaluated(satisfied: true)
+    }
+
+    override func passDependenciesWithoutConditionsLocked() -> Bool {
+        // (Through ready to the start within the caller's step, as `prepareConditions` does in a
+        // step of its own when there is no condition.)
+        guard conditionTotal == 0 else { return false }
+        _ = procedureLifecycle.dependenciesFinished(hasConditions: false)
+        return true
     }
 
     override func takeReadyTelling() -> Bool {
@@ -264,9 +287,11 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     override func willBecomeFinishedLocked() {
         procedureLifecycle.finished()
         guard !eventDelivery.isDelivering else { return }
+        // (Read before `markReleasedLocked` zeroes the counts.)
+        let holdsConditionsOrObservers = conditionTotal != 0 || observerTotal != 0 || conditionExtras != nil
         finishedDirectly = DirectFinish(
             exclusive: exclusivity.release(), tellHooksAndObservers: observedEvents.union(hookEvents).contains(.didFinish),
-            hasObservers: markReleasedLocked() > 0)
+            hasObservers: markReleasedLocked() > 0, holdsConditionsOrObservers: holdsConditionsOrObservers)
     }
 
     /// The procedure's start, made in the base operation's start step (see

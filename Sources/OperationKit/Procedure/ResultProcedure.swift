@@ -20,8 +20,9 @@ open class ResultProcedure<Output: Sendable>: ProcedureOperation, @unchecked Sen
     /// `Optional<Output>`'s metadata in the runtime's cache each time, a few hundred
     /// instructions; `Any` is not generic. Boxed (see `ProcedureOutput`): an `Any?` field is
     /// copied and destroyed through value witnesses even when empty, in every procedure's finish
-    /// and deinit, while a reference is one word; a `Void` output shares one box.
-    @exclusivity(unchecked) private var _output: ProcedureOutput?
+    /// and deinit, while a reference is one word; a `Void` output needs no box at all (see
+    /// `ProcedureOutputSlot`).
+    @exclusivity(unchecked) private var _output = ProcedureOutputSlot.none
 
     /// Creates a procedure. Subclasses override ``ConcurrentOperation/execute()`` and finish with
     /// ``finish(withValue:)``.
@@ -31,11 +32,16 @@ open class ResultProcedure<Output: Sendable>: ProcedureOperation, @unchecked Sen
         super.init(name: name)
     }
 
+    /// See `ProcedureOperation.init(name:hookEvents:)`.
+    override init(name: String?, hookEvents: ProcedureEventKinds) {
+        super.init(name: name, hookEvents: hookEvents)
+    }
+
     /// The value the procedure finished with, or `nil` (not finished, finished with
     /// ``ProcedureOperation/finish(with:)`` or without a value, or cancelled before executing).
     /// Set in the same step as the finish counts, before will-finish observers run. Readable from
     /// any thread.
-    public var output: Output? { lock.withLock { _output }.map { $0.value as! Output } }
+    public var output: Output? { lock.withLock { _output }.value(as: Output.self) }
 
     /// The outcome: `.failure` with the first of ``ProcedureOperation/errors`` as soon as there is
     /// one (an error given to ``ProcedureOperation/cancel(with:)`` counts at once, and wins over a
@@ -45,7 +51,7 @@ open class ResultProcedure<Output: Sendable>: ProcedureOperation, @unchecked Sen
     public var result: Result<Output, any Error>? {
         lock.withLock {
             if let error = _errors.first { return .failure(error) }
-            return _output.map { .success($0.value as! Output) }
+            return _output.value(as: Output.self).map { .success($0) }
         }
     }
 
@@ -60,18 +66,18 @@ open class ResultProcedure<Output: Sendable>: ProcedureOperation, @unchecked Sen
     ///   `false` if it was ignored (the value is then dropped).
     @discardableResult
     public func finish(withValue value: Output) -> Bool {
-        finishCollecting([]) { self._output = ProcedureOutput.make(value) }  // boxed as is: a nil `Output` stays a value
+        finishCollecting([]) { self._output = ProcedureOutputSlot(value) }  // boxed as is: a nil `Output` stays a value
     }
 
     /// ``finish(withValue:)`` from this module's own `execute()`, which returns right after.
     func finishAsLastStep(withValue value: Output) {
-        _ = finishCollecting([], asLastStep: true) { self._output = ProcedureOutput.make(value) }
+        _ = finishCollecting([], asLastStep: true) { self._output = ProcedureOutputSlot(value) }
     }
 
     /// ``finish(withValue:)`` with `()`, for `Output == Void`, from this module's own
     /// `execute()`: the value is stored type-erased, as `()`.
     func finishAsLastStepWithVoid() {
-        _ = finishCollecting([], asLastStep: true) { self._output = ProcedureOutput.void }
+        _ = finishCollecting([], asLastStep: true) { self._output = .void }
     }
 
     /// Finishes the procedure with `result`: with its value (``finish(withValue:)``), or with its
@@ -120,8 +126,7 @@ public final class ClosureProcedure<Output: Sendable>: ResultProcedure<Output>, 
     ///   - body: The work, run on the thread that executes the procedure.
     public init(name: String? = nil, _ body: @escaping @Sendable () throws -> Output) {
         synchronousBody = body
-        super.init(name: name)
-        hookEvents = []  // overrides no hook
+        super.init(name: name, hookEvents: [])  // overrides no hook
     }
 
     /// A procedure that hands itself to `body`, which must finish it — now or later, from any
@@ -134,8 +139,7 @@ public final class ClosureProcedure<Output: Sendable>: ResultProcedure<Output>, 
     ///     or a did-cancel observer).
     public init(name: String? = nil, asynchronous body: @escaping @Sendable (ClosureProcedure<Output>) -> Void) {
         asynchronousBody = body
-        super.init(name: name)
-        hookEvents = []  // overrides no hook
+        super.init(name: name, hookEvents: [])  // overrides no hook
     }
 
     /// A procedure without a result (`ClosureProcedure<Void>`) that runs `body` and finishes,
@@ -146,8 +150,7 @@ public final class ClosureProcedure<Output: Sendable>: ResultProcedure<Output>, 
     ///   - body: The work, run on the thread that executes the procedure.
     public init(name: String? = nil, _ body: @escaping @Sendable () throws -> Void) where Output == Void {
         voidBody = body
-        super.init(name: name)
-        hookEvents = []  // overrides no hook
+        super.init(name: name, hookEvents: [])  // overrides no hook
     }
 
     /// Runs the closure: a synchronous one finishes the procedure with its value or error; an
@@ -209,8 +212,7 @@ public final class TransformProcedure<Input: Sendable, Output: Sendable>: Result
     public init(name: String? = nil, input: Input? = nil, _ transform: @escaping @Sendable (Input) throws -> Output) {
         _input = input
         self.transform = transform
-        super.init(name: name)
-        hookEvents = []  // overrides no hook
+        super.init(name: name, hookEvents: [])  // overrides no hook
     }
 
     /// The input. Set it before the procedure executes; the procedure lets go of it when its
@@ -328,15 +330,32 @@ struct InjectionCondition<Value: Sendable>: OperationCondition {
 final class ProcedureOutput: @unchecked Sendable {  // `value` is a `Sendable` output, never mutated
     let value: Any
 
-    private init(erased value: Any) {
+    init(erased value: Any) {
         self.value = value
     }
+}
 
-    /// The box of `value`; the shared ``void`` box for `()`.
-    static func make<Output: Sendable>(_ value: Output) -> ProcedureOutput {
-        Output.self == Void.self ? void : ProcedureOutput(erased: value)
+/// A ``ResultProcedure``'s output as it stores it: none yet, `()`, or any other value in a box.
+/// One word. `()` — the output of every `ClosureProcedure<Void>` — is a case of its own rather
+/// than a shared box: setting it and destroying it touch no reference count (a shared box's
+/// count is written by every procedure on every thread), and need no lazy global.
+enum ProcedureOutputSlot {
+    case none
+    /// `()`: made only for `Output == Void`.
+    case void
+    case boxed(ProcedureOutput)
+
+    /// The slot of `value` (`.void` for `()`).
+    init<Output: Sendable>(_ value: Output) {
+        self = Output.self == Void.self ? .void : .boxed(ProcedureOutput(erased: value))
     }
 
-    /// The box of `()`, shared by every procedure that finishes without a value of its own.
-    static let void = ProcedureOutput(erased: ())
+    /// The value, as the procedure's `Output`, or `nil` if there is none.
+    func value<Output: Sendable>(as type: Output.Type) -> Output? {
+        switch self {
+        case .none: nil
+        case .void: (() as Any) as? Output
+        case .boxed(let box): (box.value as! Output)
+        }
+    }
 }

@@ -1,10 +1,12 @@
+import Dispatch
 import OperationKit
 import OperationKitTestSupport
 import Testing
 
-/// The usual procedure — one synchronous condition, observers of did finish only — takes shorter
-/// paths: the condition's answer is recorded in the base operation's start step, and its finish
-/// makes the base operation's finish step in its own critical section. These tests pin what
+/// The usual procedure — no condition or one synchronous condition, observers of did finish only —
+/// takes shorter paths: without a condition it passes its dependencies in the base operation's
+/// start step, a condition's answer is recorded in that step, and its finish makes the base
+/// operation's finish step in its own critical section. These tests pin what
 /// those paths must keep: the order of the lifecycle, cancellation between the steps, and what
 /// the did-finish observers and the completion block see.
 @Suite("Procedure merged steps", .offThePool)
@@ -66,6 +68,70 @@ struct ProcedureMergedStepsTests {
         }
     }
 }
+
+extension ProcedureMergedStepsTests {
+    /// One race: a condition added on another thread while the queue adds a procedure without
+    /// conditions and a worker takes it (the worker looks for conditions without the lock, the
+    /// start step again under it). Returns what went wrong, or `nil`.
+    static func raceConditionAgainstStart(queue: ConcurrentOperationQueue, iteration: Int) -> String? {
+        let bound = Duration.seconds(10)
+        let log = Recorder<String>()
+        let procedure = ClosureProcedure<Void>(name: "merged-race-\(iteration)") { log.record("work") }
+        let fails = iteration.isMultiple(of: 2)
+        let start = Gate()
+        let returned = Latch(count: 1)
+        let refusal = Recorder<OperationError>()
+        DispatchQueue(label: "merged-race.conditioner").async {
+            _ = start.wait(timeout: bound)
+            // A different head start in each iteration, to meet the worker at different points
+            // (not a synchronisation: any interleaving must pass).
+            var spin = 0
+            for step in 0..<(iteration % 64) * 40 { spin &+= step }
+            keep(spin)
+            do throws(OperationError) {
+                try procedure.addCondition(ClosureCondition { _ in
+                    log.record("condition")
+                    return fails ? .failed(TestError(iteration)) : .satisfied
+                })
+            } catch {
+                refusal.record(error)
+            }
+            returned.countDown()
+        }
+        start.open()
+        do { try queue.addOperation(procedure) } catch { return "addOperation threw \(error)" }
+        guard returned.wait(timeout: bound) else { return "addCondition did not return" }
+        guard procedure.waitUntilFinishedBlocking(timeout: bound) else { return "the procedure did not finish" }
+        if let error = refusal.values.first {
+            // Refused: the work ran, the condition never did.
+            guard error.code == .tooLateToAddCondition else { return "addCondition threw \(error)" }
+            return log.values == ["work"] ? nil : "refused condition, then \(log.values)"
+        }
+        // Accepted: evaluated once, before the work, which a failure keeps from running.
+        let expected = fails ? ["condition"] : ["condition", "work"]
+        if log.values != expected { return "accepted condition (fails: \(fails)), then \(log.values)" }
+        if fails != procedure.isCancelled { return "accepted condition (fails: \(fails)), cancelled: \(procedure.isCancelled)" }
+        return nil
+    }
+
+    @Test("a procedure without conditions: a condition added while a worker takes it is evaluated before the work, or refused")
+    func conditionRacingTheStartWithoutConditions() async throws {
+        let queue = try ConcurrentOperationQueue(name: "merged-race", maxConcurrentOperationCount: 4)
+        var failures: [String] = []
+        for iteration in 0..<500 {
+            if let failure = Self.raceConditionAgainstStart(queue: queue, iteration: iteration) {
+                failures.append("iteration \(iteration): \(failure)")
+                if failures.count >= 5 { break }
+            }
+        }
+        #expect(failures.isEmpty, "\(failures)")
+        #expect(await queue.empties())
+    }
+}
+
+/// Keeps a value from being optimised away.
+@inline(never)
+private func keep(_ value: Int) { _ = value }
 
 /// The procedure a closure of that procedure reads (set before it is added to a queue, which
 /// publishes it to the worker).

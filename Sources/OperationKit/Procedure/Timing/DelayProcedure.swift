@@ -64,8 +64,7 @@ public final class DelayProcedure: ProcedureOperation, @unchecked Sendable {
     public init(name: String? = nil, delay: Delay, clock: (any OperationClock)? = nil) {
         self.clock = clock
         _delay = delay
-        super.init(name: name)
-        hookEvents = .didCancel  // the only hook it overrides (the class is final)
+        super.init(name: name, hookEvents: .didCancel)  // the only hook it overrides (the class is final)
     }
 
     /// How long it waits, or until when. Setting it once it executes changes nothing.

@@ -56,8 +56,7 @@ public final class AsyncTransformProcedure<Input: Sendable, Output: Sendable>: R
         _input = input
         asyncBody = transform
         self.priority = priority
-        super.init(name: name)
-        hookEvents = []  // overrides no hook
+        super.init(name: name, hookEvents: [])  // overrides no hook
     }
 
     /// Creates a procedure whose transform is handed the input and a completion to call with the
@@ -81,8 +80,7 @@ public final class AsyncTransformProcedure<Input: Sendable, Output: Sendable>: R
         _input = input
         callbackBody = transform
         priority = nil
-        super.init(name: name)
-        hookEvents = []  // overrides no hook
+        super.init(name: name, hookEvents: [])  // overrides no hook
     }
 
     /// The input. Set it before the procedure executes; the procedure lets go of it when its

@@ -33,8 +33,7 @@ public final class MapProcedure<Element: Sendable, Mapped: Sendable>: ResultProc
     public init(name: String? = nil, input: [Element]? = nil, _ transform: @escaping @Sendable (Element) throws -> Mapped) {
         _input = input
         self.transform = transform
-        super.init(name: name)
-        hookEvents = []  // overrides no hook
+        super.init(name: name, hookEvents: [])  // overrides no hook
     }
 
     /// The elements to map. Set it before the procedure executes; the procedure lets go of it
@@ -111,8 +110,7 @@ public final class FilterProcedure<Element: Sendable>: ResultProcedure<[Element]
     public init(name: String? = nil, input: [Element]? = nil, _ isIncluded: @escaping @Sendable (Element) throws -> Bool) {
         _input = input
         self.isIncluded = isIncluded
-        super.init(name: name)
-        hookEvents = []  // overrides no hook
+        super.init(name: name, hookEvents: [])  // overrides no hook
     }
 
     /// The elements to filter. Set it before the procedure executes; the procedure lets go of it

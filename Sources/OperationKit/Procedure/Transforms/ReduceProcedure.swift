@@ -34,8 +34,7 @@ public final class ReduceProcedure<Element: Sendable, Output: Sendable>: ResultP
         _input = input
         self.initial = initial
         self.nextPartialResult = nextPartialResult
-        super.init(name: name)
-        hookEvents = []  // overrides no hook
+        super.init(name: name, hookEvents: [])  // overrides no hook
     }
 
     /// The elements to combine. Set it before the procedure executes; the procedure lets go of
