@@ -12,17 +12,13 @@ import Testing
 /// SplitMix64 with a modulo-based `below`, so a seed rebuilds the same machine and requests on
 /// every platform and standard-library version.
 struct GSMRandom {
-    private var state: UInt64
+    /// The stress target's SplitMix64 (StressSupport.swift) gives the bits; only `below` differs
+    /// (modulo, not `Int.random(in:using:)`, whose use of the bits is the standard library's).
+    private var bits: SplitMix64
 
-    init(seed: UInt64) { state = seed }
+    init(seed: UInt64) { bits = SplitMix64(seed: seed) }
 
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
+    mutating func next() -> UInt64 { bits.next() }
 
     /// A value in `0..<bound` (`bound` > 0).
     mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
