@@ -95,6 +95,10 @@ extension Contender {
 
 /// The shared shape of OperationKit's and Foundation's queues: both contenders are driven identically.
 protocol QueueContender: Contender {
+    /// Makes the nodes of a run whose every node runs the same `body` (S1, S5): by default
+    /// `makeNode(body)` each time. A contender that must wrap a body to run it wraps it once here,
+    /// as a user running one closure many times would, instead of once per node.
+    func nodeMaker(sharing body: @escaping @Sendable () -> Void) -> () -> Node
     func add(_ nodes: [Node])
     /// Adds one node on its own (`addOperation(_:)`).
     func addOne(_ node: Node)
@@ -104,23 +108,29 @@ protocol QueueContender: Contender {
 }
 
 extension QueueContender {
+    func nodeMaker(sharing body: @escaping @Sendable () -> Void) -> () -> Node {
+        { makeNode(body) }
+    }
+
     func run(_ nodes: [Node]) {
         add(nodes)
         waitForAll()
     }
 
     func runIndependent(count: Int, body: @escaping @Sendable () -> Void) {
+        let makeNode = nodeMaker(sharing: body)
         var nodes: [Node] = []
         nodes.reserveCapacity(count)
         for _ in 0..<count {
-            nodes.append(makeNode(body))
+            nodes.append(makeNode())
         }
         run(nodes)
     }
 
     func runIndependentOneByOne(count: Int, body: @escaping @Sendable () -> Void) {
+        let makeNode = nodeMaker(sharing: body)
         for _ in 0..<count {
-            addOne(makeNode(body))
+            addOne(makeNode())
         }
         waitForAll()
     }
@@ -133,18 +143,19 @@ extension QueueContender {
         beforeCreating: () -> Void,
         afterAdding: () -> Void
     ) {
+        let makeNode = nodeMaker(sharing: body)
         setSuspended(true)
         if oneByOne {
             beforeCreating()
             for _ in 0..<count {
-                addOne(makeNode(body))
+                addOne(makeNode())
             }
         } else {
             var nodes: [Node] = []
             nodes.reserveCapacity(count)
             beforeCreating()
             for _ in 0..<count {
-                nodes.append(makeNode(body))
+                nodes.append(makeNode())
             }
             add(nodes)
         }
@@ -227,15 +238,41 @@ struct OperationKitContender: OperationKitQueueContender {
 }
 
 /// OperationKit's `AsyncOperation<Void>` running the same (synchronous) body from its async closure, on a
-/// `ConcurrentOperationQueue` with the default concurrency (made by `makeAsyncOperation(_:)`, as in the
-/// Swift concurrency section).
+/// `ConcurrentOperationQueue` with the default concurrency.
+///
+/// Each node's closure is a literal, as a user writes `AsyncOperation { … }`: one closure context per
+/// node, capturing the body. Where every node runs the same body (S1, S5), the other contenders reuse
+/// the body itself and allocate nothing for it, so this one makes a single async closure for the run
+/// (see `SharedAsyncBody`).
 struct AsyncOperationContender: OperationKitQueueContender {
     static let name = "OK async"
 
     let queue = ConcurrentOperationQueue(name: "bench")
 
     func makeNode(_ body: @escaping @Sendable () -> Void) -> ConcurrentOperation {
-        makeAsyncOperation { body() }
+        AsyncOperation<Void> { body() }
+    }
+
+    func nodeMaker(sharing body: @escaping @Sendable () -> Void) -> () -> ConcurrentOperation {
+        let shared = SharedAsyncBody<Void> { body() }
+        return { shared.makeOperation() }
+    }
+}
+
+/// One async closure for the operations of a run. A closure stored in a generic type is kept as the
+/// unspecialised type declares it, which is how `AsyncOperation<Output>`'s initialiser takes it; a
+/// `() async -> Void` value passed to that initialiser is wrapped in a new thunk, an allocation, at
+/// every call. (`makeAsyncOperation(_:)` of the Swift concurrency section pays that thunk per
+/// operation; so did this contender until the fifth round of issue 17: see Performance.md.)
+struct SharedAsyncBody<Output: Sendable>: Sendable {
+    let body: @Sendable () async throws -> Output
+
+    init(_ body: @escaping @Sendable () async throws -> Output) {
+        self.body = body
+    }
+
+    func makeOperation() -> ConcurrentOperation {
+        AsyncOperation(body)
     }
 }
 
