@@ -284,37 +284,34 @@ final class ProcedureCounters: Sendable {
 
 /// OperationKit's procedures: `ClosureProcedure<Void>` running the same body, each with one condition
 /// that is always satisfied and one observer (both one shared instance per run), on a
-/// `ConcurrentOperationQueue` with the default concurrency. The condition counts its evaluations and the
-/// observer its did-finish events (relaxed atomic increments); both counts are checked after each run.
+/// `ConcurrentOperationQueue` with the default concurrency. They are given to the initialiser
+/// (`ClosureProcedure(name:conditions:observers:_:)`, what Procedures.md recommends: stored before the
+/// procedure is shared, without its lock), in one pair of arrays shared by every procedure of the run
+/// (an array literal per call would allocate two arrays per procedure). The condition counts its
+/// evaluations and the observer its did-finish events (relaxed atomic increments); both counts are
+/// checked after each run.
 struct ProcedureContender: OperationKitQueueContender {
     static let name = "OK procedure"
 
     let queue = ConcurrentOperationQueue(name: "bench")
     private let counters: ProcedureCounters
-    private let condition: ClosureCondition
-    private let observer: ClosureObserver
+    private let conditions: [any OperationCondition]
+    private let observers: [any OperationObserver]
 
     init() {
         let counters = ProcedureCounters()
         self.counters = counters
-        condition = ClosureCondition(name: "always") { _ in
+        conditions = [ClosureCondition(name: "always") { _ in
             counters.conditionsEvaluated.wrappingAdd(1, ordering: .relaxed)
             return .satisfied
-        }
-        observer = ClosureObserver(didFinish: { _, _ in
+        }]
+        observers = [ClosureObserver(didFinish: { _, _ in
             counters.didFinishCalls.wrappingAdd(1, ordering: .relaxed)
-        })
+        })]
     }
 
     func makeNode(_ body: @escaping @Sendable () -> Void) -> ConcurrentOperation {
-        let procedure = ClosureProcedure<Void>(body)
-        do {
-            try procedure.addCondition(condition)
-            try procedure.addObserver(observer)
-        } catch {
-            fail("\(Self.name) refused a condition or an observer: \(error)")
-        }
-        return procedure
+        ClosureProcedure<Void>(conditions: conditions, observers: observers, body)
     }
 
     /// Checks the condition ran once per procedure that executed, and did finish reached the observer once

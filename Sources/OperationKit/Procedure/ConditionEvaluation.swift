@@ -307,6 +307,57 @@ enum FirstObserver {
     }
 }
 
+/// What a procedure's initialiser stores before the base initialiser runs, for the usual case:
+/// at most one condition, a ``ClosureCondition`` without dependencies, and at most one observer,
+/// without an event queue and not wanting did attach — the inline slots, the counts and the
+/// kinds, as `addCondition` and `addObserver` would leave them. Anything else is left to
+/// `storeConditionsAtInit` and `attachObserversAtInit`, once the procedure is complete: then
+/// nothing is stored here (`complete` is `false`).
+enum InitialAttachments {
+    typealias Stored = (
+        condition: FirstCondition, conditionTotal: Int32, conditionKinds: UInt8, observer: FirstObserver, observerTotal: Int32,
+        observedEvents: ProcedureEventKinds, complete: Bool
+    )
+
+    static func make(_ conditions: borrowing [any OperationCondition], _ observers: borrowing [any OperationObserver]) -> Stored {
+        let conditionCount = conditions.count, observerCount = observers.count
+        if conditionCount == 0 && observerCount == 0 { return (.none, 0, 0, .none, 0, [], true) }
+        guard conditionCount <= 1, observerCount <= 1 else { return (.none, 0, 0, .none, 0, [], false) }
+        var condition = FirstCondition.none
+        if conditionCount == 1 {
+            guard let closure = plainClosure(conditions[0]) else { return (.none, 0, 0, .none, 0, [], false) }
+            condition = .closure(closure)
+        }
+        // (No observer: then there is the one condition.)
+        guard observerCount == 1 else { return (condition, 1, ConditionKinds.any, .none, 0, [], true) }
+        guard let (observer, events) = plainObserver(observers[0]) else { return (.none, 0, 0, .none, 0, [], false) }
+        return (condition, Int32(conditionCount), conditionCount == 1 ? ConditionKinds.any : 0, observer, 1, events, true)
+    }
+
+    /// The condition if it is a ``ClosureCondition`` without dependencies (opened: a type
+    /// comparison, no dynamic cast).
+    private static func plainClosure<Condition: OperationCondition>(_ condition: Condition) -> ClosureCondition? {
+        guard Condition.self == ClosureCondition.self else { return nil }
+        let closure = unsafeBitCast(condition, to: ClosureCondition.self)
+        return closure.waitsForDependencies ? nil : closure
+    }
+
+    /// The observer's slot and events, if it has no event queue and does not want did attach.
+    private static func plainObserver<Observer: OperationObserver>(
+        _ observer: Observer
+    ) -> (FirstObserver, ProcedureEventKinds)? {
+        if Observer.self == ClosureObserver.self {
+            // (No event queue: a ClosureObserver has the default, none.)
+            let closure = unsafeBitCast(observer, to: ClosureObserver.self)
+            let wanted = closure.observedEvents
+            return wanted.contains(.didAttach) ? nil : (.closure(closure), wanted)
+        }
+        let wanted = observer.observedEvents
+        guard !wanted.contains(.didAttach), observer.eventQueue == nil else { return nil }
+        return (FirstObserver(observer), wanted)
+    }
+}
+
 /// The placeholder in a procedure's inline condition slot while it has none.
 struct NoCondition: OperationCondition {
     func evaluate(for procedure: ProcedureOperation, completion: @escaping @Sendable (ConditionResult) -> Void) {

@@ -46,6 +46,27 @@ extension ProcedureOperation {
         }
     }
 
+    /// ``prepareConditions(queue:instrumented:)`` for the usual procedure with conditions, on a
+    /// run without an instrument: one ``ClosureCondition`` without dependencies (all that
+    /// `conditionKinds` said when read without the lock). Takes the condition and moves the
+    /// procedure to evaluating its conditions in one short critical section, then asks it
+    /// (anything else, found under the lock, goes the general way).
+    func prepareSingleClosureCondition(queue: ConcurrentOperationQueue) -> RunPreparation {
+        lock.lock()
+        guard conditionTotal == 1, conditionExtras == nil, case .closure(let condition) = firstCondition else {
+            lock.unlock()
+            return prepareConditions(queue: queue, instrumented: false)
+        }
+        // (Cancelled: past its dependencies without evaluating.)
+        guard procedureLifecycle.dependenciesFinished(hasConditions: true) == .evaluateConditions else {
+            lock.unlock()
+            return .start
+        }
+        conditionProgress.beginOne()
+        lock.unlock()
+        return evaluateOne(condition, queue: queue, instrumented: false)
+    }
+
     /// On the worker that moved the procedure to evaluating its conditions (no condition can be
     /// added from then on): begins the evaluation, makes the dependencies nobody made yet, then
     /// drives it. (Out of line: `prepareConditions` stays small for the usual case.)

@@ -90,6 +90,21 @@ extension ProcedureOperation {
         }
     }
 
+    /// In the initialiser, before the procedure is shared (so without the lock): stores the
+    /// conditions given to it, in order, as ``addCondition(_:)`` would — a condition the same as
+    /// one before it is kept once, its own dependencies are asked here, once, and the dependency
+    /// it may produce is made when the procedure is added to a queue. Nothing can be refused: the
+    /// procedure is initialized, and a condition's own dependencies cannot include a procedure
+    /// that did not exist when the condition was made.
+    func storeConditionsAtInit(_ conditions: borrowing [any OperationCondition]) {
+        for index in conditions.indices {
+            let condition = conditions[index]
+            let (identity, gated) = ConditionIdentities.classify(condition)
+            if let identity, conditionTotal > 0, hasConditionLocked(identity) { continue }
+            _ = storeConditionLocked(condition, first: false, identity: identity, waitsFor: gated ? condition.dependencies : nil)
+        }
+    }
+
     /// Adds produced dependencies to the procedure's queue, one by one (one the queue refuses —
     /// in a queue already, or finished — does not keep the others out).
     func addProduced(_ produced: [ConcurrentOperation], to queue: ConcurrentOperationQueue) {

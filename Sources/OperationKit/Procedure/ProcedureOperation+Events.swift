@@ -180,22 +180,64 @@ extension ProcedureOperation {
             guard procedureLifecycle.acceptsObservers && !lifecycle.isFinished else {
                 return (nil, procedureLifecycle.state)
             }
-            if observerTotal == 0 { firstObserver = FirstObserver(observer) } else { extrasLocked.moreObservers.append(observer) }
-            observerTotal += 1
-            if let mailbox {
-                extrasLocked.eventMailboxes.append(mailbox)
-                hasEventQueueObservers.store(true, ordering: .releasing)
-            }
-            let wanted = observer.observedEvents
-            observedEvents.formUnion(wanted)
             // In the same step: no event reaches the observer before did attach.
-            guard wanted.contains(.didAttach) else { return (.skipped, procedureLifecycle.state) }
+            guard storeObserverLocked(observer, mailbox: mailbox) else { return (.skipped, procedureLifecycle.state) }
             return (enqueueEventLocked(.didAttach, observers: [observer]), procedureLifecycle.state)
         }
         guard let event else {
             throw OperationError(.tooLateToAddObserver, operations: [displayName], "the procedure is \(state)")
         }
         handle(event, delivering: .didAttach, then: .nothing)
+    }
+
+    /// Under `lock` (or in the initialiser, before the procedure is shared): stores `observer`
+    /// after the others, its events going to `mailbox` if it has one. Returns whether it wants
+    /// did attach.
+    @inline(__always)
+    private func storeObserverLocked(_ observer: any OperationObserver, mailbox: EventMailbox?) -> Bool {
+        if observerTotal == 0 { firstObserver = FirstObserver(observer) } else { extrasLocked.moreObservers.append(observer) }
+        observerTotal += 1
+        if let mailbox {
+            extrasLocked.eventMailboxes.append(mailbox)
+            hasEventQueueObservers.store(true, ordering: .releasing)
+        }
+        let wanted = observer.observedEvents
+        observedEvents.formUnion(wanted)
+        return wanted.contains(.didAttach)
+    }
+
+    /// In the initialiser, once the procedure is complete but before it is shared: stores the
+    /// observers given to it, in order, without the lock and with the same bookkeeping as
+    /// ``addObserver(_:)``; then tells did attach, on this thread, to those that want it, in
+    /// order. All are attached before the first is told: an event raised from a did attach (a
+    /// cancel, say) is delivered after every did attach, to every observer.
+    func attachObserversAtInit(_ observers: borrowing [any OperationObserver]) {
+        var attaching: [any OperationObserver] = []
+        for index in observers.indices {
+            let observer = observers[index]
+            let wantsDidAttach: Bool
+            if let queue = observer.eventQueue {
+                let mailbox = EventMailbox(queue: queue)
+                let wrapped = ObserverOnEventQueue(base: observer, mailbox: mailbox)
+                wantsDidAttach = storeObserverLocked(wrapped, mailbox: mailbox)
+                if wantsDidAttach { attaching.append(wrapped) }
+            } else {
+                wantsDidAttach = storeObserverLocked(observer, mailbox: nil)
+                if wantsDidAttach { attaching.append(observer) }
+            }
+        }
+        guard !attaching.isEmpty else { return }
+        // Through the delivery (the observers may share the procedure from their did attach):
+        // the first is delivered now, the others queued behind it, in order.
+        let first = lock.withLock { () -> EventDisposition in
+            var first: EventDisposition?
+            for observer in attaching {
+                let disposition = enqueueEventLocked(.didAttach, observers: [observer])
+                if first == nil { first = disposition }
+            }
+            return first!
+        }
+        handle(first, delivering: .didAttach, then: .nothing)
     }
 
     /// The number of observers added; 0 again once the procedure has finished and let them go

@@ -263,7 +263,8 @@ extension ProcedureOperation {
         // this thread's now (see `markReleasedLocked`).
         if direct.tellHooksAndObservers {
             // Finished: the errors no longer change (every write to them checks the state first).
-            let errors = _errors
+            // (None, the usual case: the empty array, which costs no retain and release.)
+            let errors = _errors.isEmpty ? [] : _errors
             procedureDidFinish(with: errors)
             if direct.hasObservers {
                 // Moved out rather than copied (a retain and a release fewer): nothing else reads

@@ -52,11 +52,11 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// The conditions: the first in one word (most procedures have at most one, a
     /// ``ClosureCondition``: no array to allocate and free), the others in `conditionExtras`;
     /// `conditionTotal` counts them. Copied out under the lock to be called.
-    @exclusivity(unchecked) var firstCondition = FirstCondition.none
+    @exclusivity(unchecked) var firstCondition: FirstCondition
     /// The observers, stored like the conditions. Once added, the first observer stays until
     /// the procedure lets go of its observers after its last event was delivered: the thread
     /// delivering an event reads it without the lock (see `ObserversToTell.first`).
-    @exclusivity(unchecked) var firstObserver = FirstObserver.none
+    @exclusivity(unchecked) var firstObserver: FirstObserver
     /// What goes beyond the usual single `ClosureCondition` and single observer (see
     /// `ConditionExtras`): made only when needed.
     @exclusivity(unchecked) var conditionExtras: ConditionExtras?
@@ -80,7 +80,7 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// worker that takes the procedure need not look under the lock (see `prepareToRun`) — and
     /// whether one that may make a dependency was (any but a ``ClosureCondition``) — if not, the
     /// queue's add need not look (see `conditionDependenciesToEnqueue`).
-    let conditionKinds = Atomic<UInt8>(0)
+    let conditionKinds: Atomic<UInt8>
     /// Whether did execute was told (or queued). Written under the lock; read without it too (it
     /// only ever becomes `true`).
     let didExecuteTold = Atomic<Bool>(false)
@@ -98,7 +98,63 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     ///
     /// - Parameter name: A name for logs and errors.
     public override init(name: String? = nil) {
+        firstCondition = .none
+        firstObserver = .none
+        conditionKinds = Atomic(0)
         super.init(name: name)
+    }
+
+    /// Creates a procedure with its conditions and observers: the same as calling
+    /// ``addCondition(_:)`` for each condition and then ``addObserver(_:)`` for each observer, in
+    /// order, right after the initialiser, but cheaper — they are stored before the procedure can
+    /// be shared, without taking its lock.
+    ///
+    /// ```swift
+    /// final class Upload: ProcedureOperation, @unchecked Sendable {
+    ///     let file: File
+    ///
+    ///     init(file: File, log: any OperationObserver) {
+    ///         self.file = file
+    ///         super.init(name: "upload", conditions: [NoFailedDependencies()], observers: [log])
+    ///     }
+    /// }
+    /// ```
+    ///
+    /// Everything said of `addCondition(_:)` and `addObserver(_:)` holds: a condition the same as
+    /// an earlier one (the same ``OperationCondition/identity``) is kept once; a condition's own
+    /// ``OperationCondition/dependencies`` are asked here, once, and its produced dependency is
+    /// made when the procedure is added to a queue; an observer with an
+    /// ``OperationObserver/eventQueue`` is told its events there. Nothing can be refused at
+    /// this point, so the initialiser does not throw. More conditions and observers can still be
+    /// added afterwards: they are evaluated and told after these.
+    ///
+    /// The observers that want ``OperationObserver/didAttach(to:)`` are told it before this
+    /// initialiser returns, on the calling thread, in order — after all of them were attached, so
+    /// an event raised from a did attach (a cancel, say) reaches every observer, after its did
+    /// attach. A subclass's initialiser has not finished then: an observer that looks at the
+    /// procedure from its did attach sees the subclass's stored properties set, nothing else.
+    ///
+    /// Making many procedures with the same conditions and observers, pass the same arrays each
+    /// time (the arrays are not copied; an array literal in the call is allocated for each call).
+    ///
+    /// - Parameters:
+    ///   - name: A name for logs and errors.
+    ///   - conditions: Conditions, evaluated in this order (see ``addCondition(_:)``).
+    ///   - observers: Observers, told in this order (see ``addObserver(_:)``).
+    public init(
+        name: String? = nil, conditions: borrowing [any OperationCondition] = [], observers: borrowing [any OperationObserver] = []
+    ) {
+        // (As in the initialiser below.)
+        let (condition, conditionTotal, kinds, observer, observerTotal, events, complete) =
+            InitialAttachments.make(conditions, observers)
+        firstCondition = consume condition
+        self.conditionTotal = conditionTotal
+        conditionKinds = Atomic(kinds)
+        firstObserver = consume observer
+        self.observerTotal = observerTotal
+        observedEvents = events
+        super.init(name: name)
+        if !complete { attachAtInit(conditions: conditions, observers: observers) }
     }
 
     /// Creates a procedure of a class of this module whose hooks need only `hookEvents` (see
@@ -106,7 +162,38 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// release of the new procedure).
     init(name: String?, hookEvents: ProcedureEventKinds) {
         self.hookEvents = hookEvents
+        firstCondition = .none
+        firstObserver = .none
+        conditionKinds = Atomic(0)
         super.init(name: name)
+    }
+
+    /// ``init(name:hookEvents:)`` with conditions and observers (see
+    /// ``init(name:conditions:observers:)``).
+    init(
+        name: String?, hookEvents: ProcedureEventKinds, conditions: borrowing [any OperationCondition],
+        observers: borrowing [any OperationObserver]
+    ) {
+        self.hookEvents = hookEvents
+        // The usual case (see `InitialAttachments`) is stored before the base initialiser, like
+        // `hookEvents`: after it, every call on the new procedure costs a retain and a release.
+        let (condition, conditionTotal, kinds, observer, observerTotal, events, complete) =
+            InitialAttachments.make(conditions, observers)
+        firstCondition = consume condition
+        self.conditionTotal = conditionTotal
+        conditionKinds = Atomic(kinds)
+        firstObserver = consume observer
+        self.observerTotal = observerTotal
+        observedEvents = events
+        super.init(name: name)
+        if !complete { attachAtInit(conditions: conditions, observers: observers) }
+    }
+
+    /// The rest of ``init(name:conditions:observers:)``, once the procedure is complete, when
+    /// `InitialAttachments` did not store everything.
+    private func attachAtInit(conditions: borrowing [any OperationCondition], observers: borrowing [any OperationObserver]) {
+        if !conditions.isEmpty { storeConditionsAtInit(conditions) }
+        if !observers.isEmpty { attachObserversAtInit(observers) }
     }
 
     // MARK: Hooks of the queue (see ConcurrentOperation)
@@ -130,8 +217,12 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
         // No condition so far (the usual ClosureProcedure): the start step moves the procedure
         // past its dependencies, and checks again under the lock. (Not when an instrument is
         // told: it is told `started` only once the start is certain.)
-        if !instrumented && conditionKinds.load(ordering: .relaxed) & ConditionKinds.any == 0 { return .startWithoutConditions }
-        return prepareConditions(queue: queue, instrumented: instrumented)
+        guard !instrumented else { return prepareConditions(queue: queue, instrumented: true) }
+        let kinds = conditionKinds.load(ordering: .relaxed)
+        if kinds & ConditionKinds.any == 0 { return .startWithoutConditions }
+        // Only ClosureConditions without dependencies so far (the usual one): a shorter way.
+        if kinds == ConditionKinds.any { return prepareSingleClosureCondition(queue: queue) }
+        return prepareConditions(queue: queue, instrumented: false)
     }
 
     override func conditionsSatisfiedLocked() -> Bool {

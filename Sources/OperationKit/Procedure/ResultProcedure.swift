@@ -32,9 +32,31 @@ open class ResultProcedure<Output: Sendable>: ProcedureOperation, @unchecked Sen
         super.init(name: name)
     }
 
+    /// Creates a procedure with its conditions and observers, as
+    /// ``ProcedureOperation/init(name:conditions:observers:)`` describes. Subclasses override
+    /// ``ConcurrentOperation/execute()`` and finish with ``finish(withValue:)``.
+    ///
+    /// - Parameters:
+    ///   - name: A name for logs and errors.
+    ///   - conditions: Conditions, evaluated in this order (see ``ProcedureOperation/addCondition(_:)``).
+    ///   - observers: Observers, told in this order (see ``ProcedureOperation/addObserver(_:)``).
+    public override init(
+        name: String? = nil, conditions: borrowing [any OperationCondition] = [], observers: borrowing [any OperationObserver] = []
+    ) {
+        super.init(name: name, conditions: conditions, observers: observers)
+    }
+
     /// See `ProcedureOperation.init(name:hookEvents:)`.
     override init(name: String?, hookEvents: ProcedureEventKinds) {
         super.init(name: name, hookEvents: hookEvents)
+    }
+
+    /// See `ProcedureOperation.init(name:hookEvents:conditions:observers:)`.
+    override init(
+        name: String?, hookEvents: ProcedureEventKinds, conditions: borrowing [any OperationCondition],
+        observers: borrowing [any OperationObserver]
+    ) {
+        super.init(name: name, hookEvents: hookEvents, conditions: conditions, observers: observers)
     }
 
     /// The value the procedure finished with, or `nil` (not finished, finished with
@@ -151,6 +173,67 @@ public final class ClosureProcedure<Output: Sendable>: ResultProcedure<Output>, 
     public init(name: String? = nil, _ body: @escaping @Sendable () throws -> Void) where Output == Void {
         voidBody = body
         super.init(name: name, hookEvents: [])  // overrides no hook
+    }
+
+    /// A procedure that runs `body` and finishes with its value, or with the error it throws, with
+    /// its conditions and observers given here (as
+    /// ``ProcedureOperation/init(name:conditions:observers:)`` describes: the same as adding them
+    /// right after, but cheaper).
+    ///
+    /// - Parameters:
+    ///   - name: A name for logs and errors.
+    ///   - conditions: Conditions, evaluated in this order (see ``ProcedureOperation/addCondition(_:)``).
+    ///   - observers: Observers, told in this order (see ``ProcedureOperation/addObserver(_:)``).
+    ///   - body: The work, run on the thread that executes the procedure.
+    public init(
+        name: String? = nil, conditions: borrowing [any OperationCondition] = [], observers: borrowing [any OperationObserver] = [],
+        _ body: @escaping @Sendable () throws -> Output
+    ) {
+        synchronousBody = body
+        super.init(name: name, hookEvents: [], conditions: conditions, observers: observers)  // overrides no hook
+    }
+
+    /// A procedure that hands itself to `body`, which must finish it (see
+    /// ``init(name:asynchronous:)``), with its conditions and observers given here (as
+    /// ``ProcedureOperation/init(name:conditions:observers:)`` describes).
+    ///
+    /// - Parameters:
+    ///   - name: A name for logs and errors.
+    ///   - conditions: Conditions, evaluated in this order (see ``ProcedureOperation/addCondition(_:)``).
+    ///   - observers: Observers, told in this order (see ``ProcedureOperation/addObserver(_:)``).
+    ///   - body: The work, run on the thread that executes the procedure. Every path must finish
+    ///     the procedure, including a cancellation.
+    public init(
+        name: String? = nil, conditions: borrowing [any OperationCondition] = [], observers: borrowing [any OperationObserver] = [],
+        asynchronous body: @escaping @Sendable (ClosureProcedure<Output>) -> Void
+    ) {
+        asynchronousBody = body
+        super.init(name: name, hookEvents: [], conditions: conditions, observers: observers)  // overrides no hook
+    }
+
+    /// A procedure without a result (`ClosureProcedure<Void>`) that runs `body` and finishes, with
+    /// its conditions and observers given here (as
+    /// ``ProcedureOperation/init(name:conditions:observers:)`` describes: the same as adding them
+    /// right after, but cheaper).
+    ///
+    /// ```swift
+    /// let signedIn = ClosureCondition(name: "signed in") { _ in session.isSignedIn ? .satisfied : .ignored }
+    /// let sync = ClosureProcedure<Void>(name: "sync", conditions: [signedIn], observers: [logger]) {
+    ///     try store.sync()
+    /// }
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - name: A name for logs and errors.
+    ///   - conditions: Conditions, evaluated in this order (see ``ProcedureOperation/addCondition(_:)``).
+    ///   - observers: Observers, told in this order (see ``ProcedureOperation/addObserver(_:)``).
+    ///   - body: The work, run on the thread that executes the procedure.
+    public init(
+        name: String? = nil, conditions: borrowing [any OperationCondition] = [], observers: borrowing [any OperationObserver] = [],
+        _ body: @escaping @Sendable () throws -> Void
+    ) where Output == Void {
+        voidBody = body
+        super.init(name: name, hookEvents: [], conditions: conditions, observers: observers)  // overrides no hook
     }
 
     /// Runs the closure: a synchronous one finishes the procedure with its value or error; an

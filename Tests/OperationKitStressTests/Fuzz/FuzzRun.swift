@@ -99,15 +99,8 @@ final class FuzzRun: @unchecked Sendable {  // fields set up before any operatio
                     violations.append("#\(index): addDependency(#\(dependency)) threw \(error)")
                 }
             }
-            if let procedure = operation as? ProcedureOperation {
-                let observer = ClosureObserver(
-                    willExecute: { [self] _ in record(.observer(index, "willExecute")) },
-                    didExecute: { [self] _ in record(.observer(index, "didExecute")) },
-                    didCancel: { [self] _, _ in record(.observer(index, "didCancel")) },
-                    willFinish: { [self] _, _ in record(.observer(index, "willFinish")) },
-                    didFinish: { [self] _, _ in record(.observer(index, "didFinish")) })
-                let told: any OperationObserver = eventQueue.map { observer.on($0) } ?? observer
-                do { try procedure.addObserver(told) } catch { violations.append("#\(index): addObserver threw \(error)") }
+            if let procedure = operation as? ProcedureOperation, !attachesAtInit(index) {
+                do { try procedure.addObserver(observer(for: index)) } catch { violations.append("#\(index): addObserver threw \(error)") }
             }
             if node.cancel == .beforeAdd { operation.cancel() }
         }
@@ -125,6 +118,26 @@ final class FuzzRun: @unchecked Sendable {  // fields set up before any operatio
         }
     }
 
+    /// The observer that records a procedure's events (told on `eventQueue` if there is one).
+    private func observer(for index: Int) -> any OperationObserver {
+        let observer = ClosureObserver(
+            willExecute: { [self] _ in record(.observer(index, "willExecute")) },
+            didExecute: { [self] _ in record(.observer(index, "didExecute")) },
+            didCancel: { [self] _, _ in record(.observer(index, "didCancel")) },
+            willFinish: { [self] _, _ in record(.observer(index, "willFinish")) },
+            didFinish: { [self] _, _ in record(.observer(index, "didFinish")) })
+        return eventQueue.map { observer.on($0) } ?? observer
+    }
+
+    /// Whether node `index` is a plain procedure given its conditions and observer at init
+    /// (`ClosureProcedure(name:conditions:observers:_:)`): the even ones; the odd ones get them
+    /// after init. The two forms must behave the same. (Chosen by index, not drawn: a seed's
+    /// scenario stays what it was.)
+    private func attachesAtInit(_ index: Int) -> Bool {
+        guard case .procedure = scenario.nodes[index].kind else { return false }
+        return index % 2 == 0
+    }
+
     private func make(_ index: Int, _ node: FuzzScenario.Node) -> ConcurrentOperation {
         let name = "#\(index)"
         switch node.kind {
@@ -140,10 +153,15 @@ final class FuzzRun: @unchecked Sendable {  // fields set up before any operatio
                 record(.bodyEnd(index))
             }
         case .procedure(let conditions):
-            let procedure = ClosureProcedure<Void>(name: name) { [self] in
+            let body: @Sendable () -> Void = { [self] in
                 record(.bodyStart(index))
                 record(.bodyEnd(index))
             }
+            if attachesAtInit(index) {
+                return ClosureProcedure<Void>(
+                    name: name, conditions: conditions.map { make($0, index: index) }, observers: [observer(for: index)], body)
+            }
+            let procedure = ClosureProcedure<Void>(name: name, body)
             add(conditions, to: procedure, index: index)
             return procedure
         case .callback(let finishes, let timeout):
@@ -171,16 +189,22 @@ final class FuzzRun: @unchecked Sendable {  // fields set up before any operatio
 
     private func add(_ conditions: [FuzzScenario.Condition], to procedure: ProcedureOperation, index: Int) {
         for condition in conditions {
-            let made: any OperationCondition
-            switch condition {
-            case .pass: made = ClosureCondition { _ in .satisfied }
-            case .fail: made = ClosureCondition { _ in .failed(FuzzError(node: index)) }
-            case .ignore: made = ClosureCondition { _ in .ignored }
-            case .producing: made = FuzzProducingCondition(never: false)
-            case .producingNever: made = FuzzProducingCondition(never: true)
-            case .exclusive(let category): made = MutuallyExclusive(category: category)
+            do {
+                try procedure.addCondition(make(condition, index: index))
+            } catch {
+                violations.append("#\(index): addCondition threw \(error)")
             }
-            do { try procedure.addCondition(made) } catch { violations.append("#\(index): addCondition threw \(error)") }
+        }
+    }
+
+    private func make(_ condition: FuzzScenario.Condition, index: Int) -> any OperationCondition {
+        switch condition {
+        case .pass: ClosureCondition { _ in .satisfied }
+        case .fail: ClosureCondition { _ in .failed(FuzzError(node: index)) }
+        case .ignore: ClosureCondition { _ in .ignored }
+        case .producing: FuzzProducingCondition(never: false)
+        case .producingNever: FuzzProducingCondition(never: true)
+        case .exclusive(let category): MutuallyExclusive(category: category)
         }
     }
 

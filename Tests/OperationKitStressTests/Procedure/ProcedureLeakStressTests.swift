@@ -76,26 +76,37 @@ extension StressTests {
                 references.add("observer token", token)
                 let box = ProcedureBox()
                 let selfCapturing = index % 3 == 0
-                let procedure = ClosureProcedure<Int>(name: "leak\(index)", asynchronous: { procedure in
+                let work: @Sendable (ClosureProcedure<Int>) -> Void = { procedure in
                     ran.executions.add(1, ordering: .relaxed)
                     let own = selfCapturing ? box.procedure : procedure
                     finishers.async { own?.finish(withValue: index) }
-                })
-                if selfCapturing { box.procedure = procedure }
-                try procedure.addObserver(ClosureObserver(
+                }
+                let observer = ClosureObserver(
                     willExecute: { _ in withExtendedLifetime(token) {} },
-                    didFinish: { _, _ in withExtendedLifetime(token) {} }))
+                    didFinish: { _, _ in withExtendedLifetime(token) {} })
                 let conditionToken = CapturedToken()
                 references.add("condition token", conditionToken)
-                switch index % 5 {
-                case 0: try procedure.addCondition(ClosureCondition { _ in withExtendedLifetime(conditionToken) { .satisfied } })
-                case 1: try procedure.addCondition(DeferredCondition(failure: nil, on: finishers))
-                case 2: try procedure.addCondition(ClosureCondition { _ in
+                let condition: (any OperationCondition)? = switch index % 5 {
+                case 0: ClosureCondition { _ in withExtendedLifetime(conditionToken) { .satisfied } }
+                case 1: DeferredCondition(failure: nil, on: finishers)
+                case 2: ClosureCondition { _ in
                     withExtendedLifetime(conditionToken) { .failed(StressFailure(origin: .condition, id: index)) }
-                })
-                case 3: try procedure.addCondition(MutuallyExclusive(category: "ProcedureLeakStress.\(index % 2)"))
-                default: break
                 }
+                case 3: MutuallyExclusive(category: "ProcedureLeakStress.\(index % 2)")
+                default: nil
+                }
+                // The odd ones are given their observer and condition at init, the even ones
+                // after: both must let go of them.
+                let procedure: ClosureProcedure<Int>
+                if index % 2 == 1 {
+                    procedure = ClosureProcedure<Int>(
+                        name: "leak\(index)", conditions: condition.map { [$0] } ?? [], observers: [observer], asynchronous: work)
+                } else {
+                    procedure = ClosureProcedure<Int>(name: "leak\(index)", asynchronous: work)
+                    try procedure.addObserver(observer)
+                    if let condition { try procedure.addCondition(condition) }
+                }
+                if selfCapturing { box.procedure = procedure }
                 if index > 0 && random.chance(20) { try procedure.addDependency(operations[random.below(operations.count)]) }
                 references.add("procedure", procedure)
                 operations.append(procedure)

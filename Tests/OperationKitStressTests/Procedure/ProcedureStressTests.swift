@@ -98,7 +98,20 @@ extension StressTests {
             let procedures = try (0..<count).map { index -> ClosureProcedure<Int> in
                 let plan = plans[index]
                 let tally = tallies[index]
-                let procedure = ClosureProcedure<Int>(name: "race\(index)", asynchronous: { procedure in
+                let failure = StressFailure(origin: .condition, id: index)
+                let condition: (any OperationCondition)? = switch plan.condition {
+                case .none: nil
+                case .satisfied: ClosureCondition { _ in .satisfied }
+                case .deferredSatisfied: DeferredCondition(failure: nil, on: conditionQueue)
+                case .failing: ClosureCondition { _ in .failed(failure) }
+                case .deferredFailing: DeferredCondition(failure: failure, on: conditionQueue)
+                }
+                let observer = TracingObserver(trace: traces[index], clock: clock, willFinish: { _ in
+                    finishedCount.add(1, ordering: .relaxed)
+                }, didFinish: { allFinished.countDown() })
+                // The odd ones are given their condition and observer at init, the even ones after.
+                let atInit = index % 2 == 1
+                let work: @Sendable (ClosureProcedure<Int>) -> Void = { procedure in
                     tally.recordStart(clock)
                     if plan.cancel == .duringWork {
                         racers.enter()
@@ -124,20 +137,16 @@ extension StressTests {
                             racers.leave()
                         }
                     }
-                })
+                }
+                let procedure = ClosureProcedure<Int>(
+                    name: "race\(index)", conditions: atInit ? condition.map { [$0] } ?? [] : [], observers: atInit ? [observer] : [],
+                    asynchronous: work)
                 procedure.completionBlock = { tally.recordCompletion(clock) }
                 procedure.finishesWhenCancelled = plan.finishesWhenCancelled
-                let failure = StressFailure(origin: .condition, id: index)
-                switch plan.condition {
-                case .none: break
-                case .satisfied: try procedure.addCondition(ClosureCondition { _ in .satisfied })
-                case .deferredSatisfied: try procedure.addCondition(DeferredCondition(failure: nil, on: conditionQueue))
-                case .failing: try procedure.addCondition(ClosureCondition { _ in .failed(failure) })
-                case .deferredFailing: try procedure.addCondition(DeferredCondition(failure: failure, on: conditionQueue))
+                if !atInit {
+                    if let condition { try procedure.addCondition(condition) }
+                    try procedure.addObserver(observer)
                 }
-                try procedure.addObserver(TracingObserver(trace: traces[index], clock: clock, willFinish: { _ in
-                    finishedCount.add(1, ordering: .relaxed)
-                }, didFinish: { allFinished.countDown() }))
                 return procedure
             }
 
