@@ -7,7 +7,7 @@ import OperationKitTestSupport
 import Testing
 
 extension StressTests {
-    @Suite("Observability: instrument event order under racing cancels")
+    @Suite("Observability: instrument event order under racing cancels", .exclusiveInstrumentation)
     struct InstrumentOrderStressTests {
         @Test("closure, async and procedure operations cancelled while they start, run and finish")
         func racingCancels() throws {

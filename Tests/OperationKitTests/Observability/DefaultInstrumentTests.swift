@@ -1,12 +1,15 @@
 // The process-wide default instrument: what a new queue starts with, and what operations in no
-// queue tell. These tests set it, so they run one at a time; queues other tests make meanwhile
-// may take it, which changes nothing for them (no other test reads the default).
+// queue tell. These tests set it, so they run one at a time, and never beside a test that checks
+// what an instrument is told (`.exclusiveInstrumentation`): a queue made meanwhile — a group's
+// queue for its children too — starts with the default, and an operation cancelled before it is
+// added tells the default, so such a test would miss events. Queues of other tests may take it,
+// which changes nothing for them.
 
 import OperationKit
 import OperationKitTestSupport
 import Testing
 
-@Suite("Observability: the default instrument", .offThePool, .serialized)
+@Suite("Observability: the default instrument", .offThePool, .serialized, .exclusiveInstrumentation)
 struct DefaultInstrumentTests {
     @Test("the instrument property reads back what was set; a new queue starts with the default")
     func property() {

@@ -9,7 +9,7 @@ enum InstrumentContext {
     @TaskLocal static var value: String?
 }
 
-@Suite("Observability: run(_:_:) around execute(), workflow tasks and state machines", .offThePool)
+@Suite("Observability: run(_:_:) around execute(), workflow tasks and state machines", .offThePool, .exclusiveInstrumentation)
 struct InstrumentRunAndTransitionTests {
     /// An instrument whose `run` binds the operation's name to `InstrumentContext.value`.
     static func bindingInstrument() -> RecordingInstrument {

@@ -5,7 +5,7 @@ import OperationKit
 import OperationKitTestSupport
 import Testing
 
-@Suite("Observability: operation events told to a queue's instrument", .offThePool)
+@Suite("Observability: operation events told to a queue's instrument", .offThePool, .exclusiveInstrumentation)
 struct OperationInstrumentTests {
     /// A queue with its own capturing instrument.
     static func instrumentedQueue(_ name: String) -> (ConcurrentOperationQueue, RecordingInstrument) {

@@ -5,7 +5,7 @@ import OperationKit
 import OperationKitTestSupport
 import Testing
 
-@Suite("Observability: procedure events told to a queue's instrument", .offThePool)
+@Suite("Observability: procedure events told to a queue's instrument", .offThePool, .exclusiveInstrumentation)
 struct ProcedureInstrumentTests {
     typealias Support = OperationInstrumentTests
 

@@ -6,7 +6,7 @@ import OperationKit
 import OperationKitTestSupport
 import Testing
 
-@Suite("Observability: TimelineRecorder's Chrome trace", .offThePool)
+@Suite("Observability: TimelineRecorder's Chrome trace", .offThePool, .exclusiveInstrumentation)
 struct TimelineRecorderTests {
     typealias Event = [String: Any]
 

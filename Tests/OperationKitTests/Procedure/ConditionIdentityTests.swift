@@ -216,7 +216,7 @@ struct ConditionIdentityTests {
         #expect(ConditionIdentity.named("k").description == "named(k)")
     }
 
-    @Test("a failed condition's name is in what the instrument is told and in NegatedCondition's error")
+    @Test("a failed condition's name is in what the instrument is told and in NegatedCondition's error", .exclusiveInstrumentation)
     func nameInFailure() async throws {
         let named = ClosureCondition(name: "signed in") { _ in .satisfied }
         let procedure = try await run("name-in-failure", [NegatedCondition(named)])

@@ -4,7 +4,7 @@ import OperationKit
 import OperationKitTestSupport
 import Testing
 
-@Suite("TestSupport: RecordingInstrument", .offThePool)
+@Suite("TestSupport: RecordingInstrument", .offThePool, .exclusiveInstrumentation)
 struct RecordingInstrumentTests {
     @Test("records a queue's events; its lifecycle check passes for real runs")
     func records() async throws {

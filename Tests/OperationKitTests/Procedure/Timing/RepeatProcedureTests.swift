@@ -244,7 +244,7 @@ struct RepeatProcedureTests {
         #expect(repeated.output == 20)
     }
 
-    @Test("an instrument of the repeat's queue is told retrying(n) before each further attempt, with its wait")
+    @Test("an instrument of the repeat's queue is told retrying(n) before each further attempt, with its wait", .exclusiveInstrumentation)
     func instrumentTold() async throws {
         let queue = ConcurrentOperationQueue(name: "repeat-instrument")
         let instrument = RecordingInstrument()
