@@ -225,6 +225,7 @@ extension WorkflowTransaction {
     func resumeAwaiters() {
         guard WorkflowAwaiting.registered.load(ordering: .relaxed) > 0 else { return }
         var resumptions: [() -> Void] = []
+        let workflow = workflowReference.takeUnretainedValue()
         workflow.lock.withLock {
             effects.forEachElement { effect in
                 switch effect {
@@ -246,6 +247,7 @@ extension WorkflowTransaction {
     /// Under the lock: the awaiters of the pending tasks that depend on `failed`, directly or
     /// through pending tasks.
     private func takeBlockedAwaitersLocked(behind failed: WorkflowTask, into resumptions: inout [() -> Void]) {
+        let workflow = workflowReference.takeUnretainedValue()
         guard failed.isIn(workflow) else { return }
         var visited: Set<Int> = [failed.index]
         var queue = failed.dependentIndices

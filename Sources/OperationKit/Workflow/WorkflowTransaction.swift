@@ -23,7 +23,12 @@ struct WorkflowTransaction {
         case workflowFinished
     }
 
-    let workflow: Workflow
+    /// The workflow changed, neither retained nor released: a transaction lives only inside
+    /// ``Workflow/perform(_:)``, whose caller keeps the workflow alive. Each method reaches it
+    /// through ``with(_:_:)``, at +0: a retain and a release of a workflow both take the
+    /// runtime's slow path (its tasks' weak references give it a side table), and a stored
+    /// strong or `unowned(unsafe)` reference costs a pair per transaction or per use.
+    let workflowReference: Unmanaged<Workflow>
     private(set) var effects = WorkflowSmallList<Effect>()
     /// The operations of the runs started, to queue, and of the runs ended, to finish.
     private var startedRuns = WorkflowSmallList<WorkflowRunOperation>()
@@ -48,8 +53,17 @@ struct WorkflowTransaction {
     ///     reference, cost a retain and a release of the workflow, both on the runtime's slow
     ///     path since the tasks' weak references give a workflow a side table).
     init(workflow: Workflow, instrument: (any OperationInstrument)?) {
-        self.workflow = workflow
+        workflowReference = Unmanaged.passUnretained(workflow)
         self.instrument = instrument
+    }
+
+    /// Calls `body` with the workflow of `reference` (the transaction's `workflowReference`,
+    /// copied out first so that `body` may change the transaction), at +0.
+    @inline(__always)
+    static func with<Result>(
+        _ reference: Unmanaged<Workflow>, _ body: (Workflow) throws -> Result
+    ) rethrows -> Result {
+        try reference._withUnsafeGuaranteedRef(body)
     }
 
     /// Notes a task's transition for the instrument, if there is one.
@@ -57,7 +71,8 @@ struct WorkflowTransaction {
         _ task: WorkflowTask, from: WorkflowTaskState, to: WorkflowTaskState, error: (any Error)? = nil
     ) {
         guard instrument != nil else { return }
-        let event = WorkflowTaskEvent(task: task, workflowName: workflow.name, from: from, to: to, error: error)
+        let name = Self.with(workflowReference) { $0.name }
+        let event = WorkflowTaskEvent(task: task, workflowName: name, from: from, to: to, error: error)
         if transitions == nil { transitions = [event] } else { transitions!.append(event) }
     }
 
@@ -87,70 +102,80 @@ struct WorkflowTransaction {
 
     /// Starts a run of `task` if it is ready; holds it instead while the workflow is suspended.
     mutating func start(_ task: WorkflowTask) {
-        guard task.isIn(workflow) else { return }
-        if workflow._isSuspended {
-            if task.lifecycle.state == .ready && !task.isHeld {
-                task.isHeld = true
-                workflow.heldIndices.append(task.index)
+        Self.with(workflowReference) { workflow in
+            guard task.isIn(workflow) else { return }
+            if workflow._isSuspended {
+                if task.lifecycle.state == .ready && !task.isHeld {
+                    task.isHeld = true
+                    workflow.heldIndices.append(task.index)
+                }
+                return
             }
-            return
+            guard let run = task.lifecycle.start() else { return }
+            transitioned(task, from: .ready, to: .executing)
+            let operation = WorkflowRunOperation(task: task, run: run, workflow: workflow)
+            task.runOperation = operation
+            workflow.executingCount += 1
+            startedRuns.append(operation)
+            if !workflow.streams.isEmpty || !workflow.listeners.isEmpty { effects.append(.startRun(operation)) }
         }
-        guard let run = task.lifecycle.start() else { return }
-        transitioned(task, from: .ready, to: .executing)
-        let operation = WorkflowRunOperation(task: task, run: run, workflow: workflow)
-        task.runOperation = operation
-        workflow.executingCount += 1
-        startedRuns.append(operation)
-        if !workflow.streams.isEmpty || !workflow.listeners.isEmpty { effects.append(.startRun(operation)) }
     }
 
     /// Resumes the workflow: starts the held tasks that are still ready, in the order they were
     /// held.
     mutating func resume() {
-        guard workflow._isSuspended else { return }
-        workflow._isSuspended = false
-        let held = workflow.heldIndices
-        workflow.heldIndices = []
-        for index in held {
-            let task = workflow.tasks[index]
-            guard task.isHeld else { continue }
-            task.isHeld = false
-            start(task)
+        Self.with(workflowReference) { workflow in
+            guard workflow._isSuspended else { return }
+            workflow._isSuspended = false
+            let held = workflow.heldIndices
+            workflow.heldIndices = []
+            for index in held {
+                let task = workflow.tasks[index]
+                guard task.isHeld else { continue }
+                task.isHeld = false
+                start(task)
+            }
         }
     }
 
     /// Finishes run `run` (the current one if `nil`) of `task`.
     mutating func finish(_ task: WorkflowTask, run: Int?, result: (any Sendable)?) {
-        guard task.isIn(workflow), task.lifecycle.finish(run: run ?? task.lifecycle.run) else { return }
-        transitioned(task, from: .executing, to: .finished)
-        task._result = result
-        task._error = nil
-        task._finishTime = .now
-        endRun(task)
-        let delegate = task._delegate
-        effects.append(.finished(
-            task, result == nil && delegate == nil ? nil : WorkflowOutcomePayload(result: result, delegate: delegate)))
-        enteredFinished(task)
+        Self.with(workflowReference) { workflow in
+            guard task.isIn(workflow), task.lifecycle.finish(run: run ?? task.lifecycle.run) else { return }
+            transitioned(task, from: .executing, to: .finished)
+            task._result = result
+            task._error = nil
+            task._finishTime = .now
+            endRun(task)
+            let delegate = task._delegate
+            effects.append(.finished(
+                task, result == nil && delegate == nil ? nil : WorkflowOutcomePayload(result: result, delegate: delegate)))
+            enteredFinished(task)
+        }
     }
 
     /// Fails run `run` (the current one if `nil`) of `task`.
     mutating func fail(_ task: WorkflowTask, run: Int?, error: any Error) {
-        guard task.isIn(workflow), task.lifecycle.fail(run: run ?? task.lifecycle.run) else { return }
-        transitioned(task, from: .executing, to: .failed, error: error)
-        task._error = error
-        task._result = nil
-        task._finishTime = .now
-        workflow.failedCount += 1
-        endRun(task)
-        effects.append(.failed(task, WorkflowFailurePayload(error: error, delegate: task._delegate)))
+        Self.with(workflowReference) { workflow in
+            guard task.isIn(workflow), task.lifecycle.fail(run: run ?? task.lifecycle.run) else { return }
+            transitioned(task, from: .executing, to: .failed, error: error)
+            task._error = error
+            task._result = nil
+            task._finishTime = .now
+            workflow.failedCount += 1
+            endRun(task)
+            effects.append(.failed(task, WorkflowFailurePayload(error: error, delegate: task._delegate)))
+        }
     }
 
     /// Cancels `task` if `run` is its current, executing run (its operation was cancelled on the
     /// queue).
     mutating func cancelRun(_ task: WorkflowTask, run: Int) {
-        guard task.isIn(workflow), task.lifecycle.state == .executing, task.lifecycle.run == run else { return }
-        task.runOperation = nil  // already finished
-        cancel(from: [task])
+        Self.with(workflowReference) { workflow in
+            guard task.isIn(workflow), task.lifecycle.state == .executing, task.lifecycle.run == run else { return }
+            task.runOperation = nil  // already finished
+            cancel(from: [task])
+        }
     }
 
     /// Cancels `roots` and all their dependents.
@@ -171,16 +196,18 @@ struct WorkflowTransaction {
     /// Retries `roots` and all their dependents: each failed or cancelled one becomes pending, then
     /// ready and started if its prerequisites have finished.
     mutating func retry(from roots: [WorkflowTask]) {
-        for task in closure(from: roots) {
-            let previous = task.lifecycle.state
-            guard task.lifecycle.retry() else { continue }
-            transitioned(task, from: previous, to: .pending)
-            if previous == .failed { workflow.failedCount -= 1 }
-            clearOutcome(task)
-            effects.append(.retried(task))
-            if task.lifecycle.prerequisitesChanged(allFinished: task.unfinishedPrerequisites == 0) {
-                transitioned(task, from: .pending, to: .ready)
-                start(task)
+        Self.with(workflowReference) { workflow in
+            for task in closure(from: roots) {
+                let previous = task.lifecycle.state
+                guard task.lifecycle.retry() else { continue }
+                transitioned(task, from: previous, to: .pending)
+                if previous == .failed { workflow.failedCount -= 1 }
+                clearOutcome(task)
+                effects.append(.retried(task))
+                if task.lifecycle.prerequisitesChanged(allFinished: task.unfinishedPrerequisites == 0) {
+                    transitioned(task, from: .pending, to: .ready)
+                    start(task)
+                }
             }
         }
     }
@@ -188,27 +215,29 @@ struct WorkflowTransaction {
     /// Resets `roots` and all their dependents: each becomes ready if its prerequisites have
     /// finished, else pending. Nothing starts.
     mutating func reset(from roots: [WorkflowTask]) {
-        for task in closure(from: roots) {
-            // Every task the reset reaches forgets what it keeps across runs (an external
-            // condition's fulfilment), also one with no state to reset.
-            task.resetReachedLocked()
-            // A start held by the workflow's suspension is forgotten: a reset task waits for
-            // the next start.
-            task.isHeld = false
-            let previous = task.lifecycle.state
-            guard task.lifecycle.reset() else { continue }
-            transitioned(task, from: previous, to: .pending)
-            switch previous {
-            case .executing: endRun(task)
-            case .finished: leftFinished(task)
-            case .failed: workflow.failedCount -= 1
-            case .pending, .ready, .cancelled: break
+        Self.with(workflowReference) { workflow in
+            for task in closure(from: roots) {
+                // Every task the reset reaches forgets what it keeps across runs (an external
+                // condition's fulfilment), also one with no state to reset.
+                task.resetReachedLocked()
+                // A start held by the workflow's suspension is forgotten: a reset task waits for
+                // the next start.
+                task.isHeld = false
+                let previous = task.lifecycle.state
+                guard task.lifecycle.reset() else { continue }
+                transitioned(task, from: previous, to: .pending)
+                switch previous {
+                case .executing: endRun(task)
+                case .finished: leftFinished(task)
+                case .failed: workflow.failedCount -= 1
+                case .pending, .ready, .cancelled: break
+                }
+                clearOutcome(task)
+                if task.lifecycle.prerequisitesChanged(allFinished: task.unfinishedPrerequisites == 0) {
+                    transitioned(task, from: .pending, to: .ready)
+                }
+                effects.append(.reset(task))
             }
-            clearOutcome(task)
-            if task.lifecycle.prerequisitesChanged(allFinished: task.unfinishedPrerequisites == 0) {
-                transitioned(task, from: .pending, to: .ready)
-            }
-            effects.append(.reset(task))
         }
     }
 
@@ -222,40 +251,46 @@ struct WorkflowTransaction {
 
     /// `task` has just left executing (finished, failed, cancelled or reset).
     private mutating func endRun(_ task: WorkflowTask) {
-        workflow.executingCount -= 1
-        if let operation = task.runOperation {
-            task.runOperation = nil
-            if operation.endRunLocked() { endedRuns.append(operation) }
+        Self.with(workflowReference) { workflow in
+            workflow.executingCount -= 1
+            if let operation = task.runOperation {
+                task.runOperation = nil
+                if operation.endRunLocked() { endedRuns.append(operation) }
+            }
         }
     }
 
     /// `task` has just finished: counts, the workflow's own finish, and the dependents whose last
     /// unfinished prerequisite it was, which start.
     private mutating func enteredFinished(_ task: WorkflowTask) {
-        workflow.finishedCount += 1
-        if task.dependentIndices.isEmpty {
-            workflow.finishedSinkCount += 1
-            if workflow.finishedSinkCount == workflow.sinkCount { workflowFinished() }
-        }
-        for index in task.dependentIndices {
-            let dependent = workflow.tasks[index]
-            dependent.unfinishedPrerequisites -= 1
-            if dependent.unfinishedPrerequisites == 0 && dependent.lifecycle.prerequisitesChanged(allFinished: true) {
-                transitioned(dependent, from: .pending, to: .ready)
-                start(dependent)
+        Self.with(workflowReference) { workflow in
+            workflow.finishedCount += 1
+            if task.dependentIndices.isEmpty {
+                workflow.finishedSinkCount += 1
+                if workflow.finishedSinkCount == workflow.sinkCount { workflowFinished() }
+            }
+            for index in task.dependentIndices {
+                let dependent = workflow.tasks[index]
+                dependent.unfinishedPrerequisites -= 1
+                if dependent.unfinishedPrerequisites == 0 && dependent.lifecycle.prerequisitesChanged(allFinished: true) {
+                    transitioned(dependent, from: .pending, to: .ready)
+                    start(dependent)
+                }
             }
         }
     }
 
     /// `task` is no longer finished: its ready dependents become pending.
     private mutating func leftFinished(_ task: WorkflowTask) {
-        workflow.finishedCount -= 1
-        if task.dependentIndices.isEmpty { workflow.finishedSinkCount -= 1 }
-        for index in task.dependentIndices {
-            let dependent = workflow.tasks[index]
-            dependent.unfinishedPrerequisites += 1
-            if dependent.unfinishedPrerequisites == 1 && dependent.lifecycle.prerequisitesChanged(allFinished: false) {
-                transitioned(dependent, from: .ready, to: .pending)
+        Self.with(workflowReference) { workflow in
+            workflow.finishedCount -= 1
+            if task.dependentIndices.isEmpty { workflow.finishedSinkCount -= 1 }
+            for index in task.dependentIndices {
+                let dependent = workflow.tasks[index]
+                dependent.unfinishedPrerequisites += 1
+                if dependent.unfinishedPrerequisites == 1 && dependent.lifecycle.prerequisitesChanged(allFinished: false) {
+                    transitioned(dependent, from: .ready, to: .pending)
+                }
             }
         }
     }
@@ -265,75 +300,79 @@ struct WorkflowTransaction {
     /// all its prerequisites (roots A and X, X → Y, A → B and Y → B give A, X, B, Y). The
     /// transitions do not depend on the order: they use the counts of unfinished prerequisites.
     private func closure(from roots: [WorkflowTask]) -> [WorkflowTask] {
-        var visited = [Bool](repeating: false, count: workflow.tasks.count)
-        var order: [WorkflowTask] = []
-        for root in roots where root.isIn(workflow) && !visited[root.index] {
-            visited[root.index] = true
-            order.append(root)
-        }
-        var next = 0
-        while next < order.count {
-            for index in order[next].dependentIndices where !visited[index] {
-                visited[index] = true
-                order.append(workflow.tasks[index])
+        return Self.with(workflowReference) { workflow in
+            var visited = [Bool](repeating: false, count: workflow.tasks.count)
+            var order: [WorkflowTask] = []
+            for root in roots where root.isIn(workflow) && !visited[root.index] {
+                visited[root.index] = true
+                order.append(root)
             }
-            next += 1
+            var next = 0
+            while next < order.count {
+                for index in order[next].dependentIndices where !visited[index] {
+                    visited[index] = true
+                    order.append(workflow.tasks[index])
+                }
+                next += 1
+            }
+            return order
         }
-        return order
     }
 
     // MARK: Effects, without the lock
 
     func performEffects() {
-        // The instrument first: the task transitions, in the order they were made.
-        if let instrument, let transitions { for transition in transitions { instrument.record(transition) } }
-        // Then every event of the transaction, in order: a hook or delegate that changes the
-        // workflow again (second pass) then tells its own events after all of these, so the
-        // stream stays in causal order. Then hooks and delegates, as Task.framework orders them;
-        // runs start last, after the finish that made them ready has been told everywhere.
-        if let receivers { tellEvents(to: receivers) }
-        effects.forEachElement { effect in
-            switch effect {
-            case .finished(let task, let payload):
-                let result = payload?.result
-                task.didFinish(with: result)
-                payload?.delegate?.task(task, didFinishWith: result)
-            case .failed(let task, let payload):
-                let error = payload.error
-                task.didFail(with: error)
-                payload.delegate?.task(task, didFailWith: error)
-                workflow.delegate?.workflow(workflow, task: task, didFailWith: error)
-            case .cancelled(let task, let delegate):
-                task.didCancel()
-                delegate?.taskDidCancel(task)
-                workflow.delegate?.workflow(workflow, taskDidCancel: task)
-            case .cancelPassedOn(let task):
-                task.cancelPassedOn()
-            case .retried(let task):
-                task.didRetry()
-            case .reset(let task):
-                task.didReset()
-            case .workflowFinished:
-                workflow.delegate?.workflowDidFinish(workflow)
-            case .announce, .startRun:
-                break
+        Self.with(workflowReference) { workflow in
+            // The instrument first: the task transitions, in the order they were made.
+            if let instrument, let transitions { for transition in transitions { instrument.record(transition) } }
+            // Then every event of the transaction, in order: a hook or delegate that changes the
+            // workflow again (second pass) then tells its own events after all of these, so the
+            // stream stays in causal order. Then hooks and delegates, as Task.framework orders them;
+            // runs start last, after the finish that made them ready has been told everywhere.
+            if let receivers { tellEvents(to: receivers) }
+            effects.forEachElement { effect in
+                switch effect {
+                case .finished(let task, let payload):
+                    let result = payload?.result
+                    task.didFinish(with: result)
+                    payload?.delegate?.task(task, didFinishWith: result)
+                case .failed(let task, let payload):
+                    let error = payload.error
+                    task.didFail(with: error)
+                    payload.delegate?.task(task, didFailWith: error)
+                    workflow.delegate?.workflow(workflow, task: task, didFailWith: error)
+                case .cancelled(let task, let delegate):
+                    task.didCancel()
+                    delegate?.taskDidCancel(task)
+                    workflow.delegate?.workflow(workflow, taskDidCancel: task)
+                case .cancelPassedOn(let task):
+                    task.cancelPassedOn()
+                case .retried(let task):
+                    task.didRetry()
+                case .reset(let task):
+                    task.didReset()
+                case .workflowFinished:
+                    workflow.delegate?.workflowDidFinish(workflow)
+                case .announce, .startRun:
+                    break
+                }
             }
+            // New runs are added before the ended ones' operations finish, so the workflow's queue is
+            // never empty in the middle of a workflow. They cannot be refused: each run operation was
+            // just made, is in no queue and nothing depends on it, so it closes no cycle (the
+            // workflow orders its tasks itself). Several are added in one batch.
+            if startedRuns.hasMoreThanOne {
+                try? workflow.queue.addOperations(startedRuns.map { $0 as ConcurrentOperation }, waitUntilFinished: false)
+            } else if let run = startedRuns.first {
+                try? workflow.queue.addOperation(run)
+            }
+            // Only the runs whose `execute()` has begun on another thread: the others finish in their
+            // own `execute()`, before `main()` or once it returns (see WorkflowRunOperation).
+            endedRuns.forEachElement { operation in operation.finish() }
+            // Last, once the change's hooks and delegates have run (a failure retried by its
+            // delegate is then no longer an outcome): resume the Swift tasks awaiting an outcome.
+            resumeAwaiters()
         }
-        // New runs are added before the ended ones' operations finish, so the workflow's queue is
-        // never empty in the middle of a workflow. They cannot be refused: each run operation was
-        // just made, is in no queue and nothing depends on it, so it closes no cycle (the
-        // workflow orders its tasks itself). Several are added in one batch.
-        if startedRuns.hasMoreThanOne {
-            try? workflow.queue.addOperations(startedRuns.map { $0 as ConcurrentOperation }, waitUntilFinished: false)
-        } else if let run = startedRuns.first {
-            try? workflow.queue.addOperation(run)
-        }
-        // Only the runs whose `execute()` has begun on another thread: the others finish in their
-        // own `execute()`, before `main()` or once it returns (see WorkflowRunOperation).
-        endedRuns.forEachElement { operation in operation.finish() }
-        // Last, once the change's hooks and delegates have run (a failure retried by its
-        // delegate is then no longer an outcome): resume the Swift tasks awaiting an outcome.
-        resumeAwaiters()
     }
 
     /// Tells every event of the transaction to the streams and listeners, in order.
