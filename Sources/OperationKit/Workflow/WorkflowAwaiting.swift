@@ -230,10 +230,10 @@ extension WorkflowTransaction {
             effects.forEachElement { effect in
                 switch effect {
                 case .finished(let task, _), .cancelled(let task, _):
-                    task.takeAwaitersLocked(into: &resumptions)
+                    task.takeUnretainedValue().takeAwaitersLocked(into: &resumptions)
                 case .failed(let task, _):
-                    task.takeAwaitersLocked(into: &resumptions)
-                    takeBlockedAwaitersLocked(behind: task, into: &resumptions)
+                    task.takeUnretainedValue().takeAwaitersLocked(into: &resumptions)
+                    takeBlockedAwaitersLocked(behind: task.takeUnretainedValue(), into: &resumptions)
                 case .announce, .startRun, .retried, .reset, .cancelPassedOn, .workflowFinished:
                     break
                 }

@@ -3,23 +3,28 @@
 /// delegates, each pass in the order decided; then the new runs are queued and, last, the
 /// operations of the ended runs finish.
 struct WorkflowTransaction {
-    /// An effect holds class references only (and one-byte announcements), so copying one is a
-    /// few retains: a finish's result and a failure's error, existentials of any size, are in a
-    /// ``WorkflowOutcomePayload``, made only for a finish with a result or a delegate.
+    /// An effect holds unretained references only (and one-byte announcements), so making,
+    /// storing, copying and destroying one retains and releases nothing: a task is held by its
+    /// workflow for good (`tasks`; a task never leaves it), which the transaction's caller keeps
+    /// alive; a run operation by `startedRuns`; a payload by `kept`. A finish's result and a
+    /// failure's error, existentials of any size, are in a ``WorkflowOutcomePayload`` or
+    /// ``WorkflowFailurePayload``, made only for a finish with a result or a delegate, a failure,
+    /// or a cancel with a delegate.
     enum Effect {
         case announce(Announcement)
         /// A run started: only for its event, so only noted when someone listens (the run itself
         /// is in `startedRuns`).
-        case startRun(WorkflowRunOperation)
+        case startRun(Unmanaged<WorkflowRunOperation>)
         /// The finished, failed or cancelled task, with its delegate read when the change was
         /// decided (under the lock the change already holds).
-        case finished(WorkflowTask, WorkflowOutcomePayload?)
-        case failed(WorkflowTask, WorkflowFailurePayload)
-        case cancelled(WorkflowTask, (any WorkflowTaskDelegate)?)
-        case retried(WorkflowTask)
-        case reset(WorkflowTask)
+        case finished(Unmanaged<WorkflowTask>, Unmanaged<WorkflowOutcomePayload>?)
+        case failed(Unmanaged<WorkflowTask>, Unmanaged<WorkflowFailurePayload>)
+        /// The payload carries the task's delegate (no result), if it has one.
+        case cancelled(Unmanaged<WorkflowTask>, Unmanaged<WorkflowOutcomePayload>?)
+        case retried(Unmanaged<WorkflowTask>)
+        case reset(Unmanaged<WorkflowTask>)
         /// A cancel reached a task whose state it did not change (a sub-workflow task passes it on).
-        case cancelPassedOn(WorkflowTask)
+        case cancelPassedOn(Unmanaged<WorkflowTask>)
         case workflowFinished
     }
 
@@ -33,6 +38,8 @@ struct WorkflowTransaction {
     /// The operations of the runs started, to queue, and of the runs ended, to finish.
     private var startedRuns = WorkflowSmallList<WorkflowRunOperation>()
     private var endedRuns = WorkflowSmallList<WorkflowRunOperation>()
+    /// The payloads the effects refer to, kept until the transaction ends.
+    private var kept = WorkflowSmallList<AnyObject>()
     /// The event streams and listeners to tell, read under the lock at the end of the decisions
     /// (``Workflow/perform(_:)``); `nil` when nobody listens, which costs nothing more.
     var receivers: Receivers?
@@ -64,6 +71,12 @@ struct WorkflowTransaction {
         _ reference: Unmanaged<Workflow>, _ body: (Workflow) throws -> Result
     ) rethrows -> Result {
         try reference._withUnsafeGuaranteedRef(body)
+    }
+
+    /// Keeps `payload` until the transaction ends, for an effect to refer to it unretained.
+    private mutating func keep<Payload: AnyObject>(_ payload: Payload) -> Unmanaged<Payload> {
+        kept.append(payload)
+        return Unmanaged.passUnretained(payload)
     }
 
     /// Notes a task's transition for the instrument, if there is one.
@@ -117,7 +130,9 @@ struct WorkflowTransaction {
             task.runOperation = operation
             workflow.executingCount += 1
             startedRuns.append(operation)
-            if !workflow.streams.isEmpty || !workflow.listeners.isEmpty { effects.append(.startRun(operation)) }
+            if !workflow.streams.isEmpty || !workflow.listeners.isEmpty {
+                effects.append(.startRun(Unmanaged.passUnretained(operation)))
+            }
         }
     }
 
@@ -143,13 +158,17 @@ struct WorkflowTransaction {
         Self.with(workflowReference) { workflow in
             guard task.isIn(workflow), task.lifecycle.finish(run: run ?? task.lifecycle.run) else { return }
             transitioned(task, from: .executing, to: .finished)
-            task._result = result
-            task._error = nil
+            // An executing task has no outcome (a finish or failure sets it, and only a reset or a
+            // retry, which clear it, lead back to executing): a nil result is not assigned, since
+            // assigning an optional existential goes through its type's value witnesses.
+            assert(task._result == nil && task._error == nil, "an executing task has no outcome")
+            if result != nil { task._result = result }
             task._finishTime = .now
             endRun(task)
             let delegate = task._delegate
-            effects.append(.finished(
-                task, result == nil && delegate == nil ? nil : WorkflowOutcomePayload(result: result, delegate: delegate)))
+            let payload = result == nil && delegate == nil
+                ? nil : keep(WorkflowOutcomePayload(result: result, delegate: delegate))
+            effects.append(.finished(Unmanaged.passUnretained(task), payload))
             enteredFinished(task)
         }
     }
@@ -159,12 +178,13 @@ struct WorkflowTransaction {
         Self.with(workflowReference) { workflow in
             guard task.isIn(workflow), task.lifecycle.fail(run: run ?? task.lifecycle.run) else { return }
             transitioned(task, from: .executing, to: .failed, error: error)
+            assert(task._result == nil && task._error == nil, "an executing task has no outcome")
             task._error = error
-            task._result = nil
             task._finishTime = .now
             workflow.failedCount += 1
             endRun(task)
-            effects.append(.failed(task, WorkflowFailurePayload(error: error, delegate: task._delegate)))
+            let payload = keep(WorkflowFailurePayload(error: error, delegate: task._delegate))
+            effects.append(.failed(Unmanaged.passUnretained(task), payload))
         }
     }
 
@@ -184,12 +204,13 @@ struct WorkflowTransaction {
             let previous = task.lifecycle.state
             let wasExecuting = previous == .executing
             guard task.lifecycle.cancel() else {
-                effects.append(.cancelPassedOn(task))
+                effects.append(.cancelPassedOn(Unmanaged.passUnretained(task)))
                 continue
             }
             transitioned(task, from: previous, to: .cancelled)
             if wasExecuting { endRun(task) }
-            effects.append(.cancelled(task, task._delegate))
+            let payload = task._delegate.map { keep(WorkflowOutcomePayload(result: nil, delegate: $0)) }
+            effects.append(.cancelled(Unmanaged.passUnretained(task), payload))
         }
     }
 
@@ -203,7 +224,7 @@ struct WorkflowTransaction {
                 transitioned(task, from: previous, to: .pending)
                 if previous == .failed { workflow.failedCount -= 1 }
                 clearOutcome(task)
-                effects.append(.retried(task))
+                effects.append(.retried(Unmanaged.passUnretained(task)))
                 if task.lifecycle.prerequisitesChanged(allFinished: task.unfinishedPrerequisites == 0) {
                     transitioned(task, from: .pending, to: .ready)
                     start(task)
@@ -236,7 +257,7 @@ struct WorkflowTransaction {
                 if task.lifecycle.prerequisitesChanged(allFinished: task.unfinishedPrerequisites == 0) {
                     transitioned(task, from: .pending, to: .ready)
                 }
-                effects.append(.reset(task))
+                effects.append(.reset(Unmanaged.passUnretained(task)))
             }
         }
     }
@@ -333,24 +354,33 @@ struct WorkflowTransaction {
             effects.forEachElement { effect in
                 switch effect {
                 case .finished(let task, let payload):
-                    let result = payload?.result
-                    task.didFinish(with: result)
-                    payload?.delegate?.task(task, didFinishWith: result)
+                    task._withUnsafeGuaranteedRef { task in
+                        guard let payload else { return task.didFinish(with: nil) }
+                        payload._withUnsafeGuaranteedRef { payload in
+                            task.didFinish(with: payload.result)
+                            payload.delegate?.task(task, didFinishWith: payload.result)
+                        }
+                    }
                 case .failed(let task, let payload):
-                    let error = payload.error
-                    task.didFail(with: error)
-                    payload.delegate?.task(task, didFailWith: error)
-                    workflow.delegate?.workflow(workflow, task: task, didFailWith: error)
-                case .cancelled(let task, let delegate):
-                    task.didCancel()
-                    delegate?.taskDidCancel(task)
-                    workflow.delegate?.workflow(workflow, taskDidCancel: task)
+                    task._withUnsafeGuaranteedRef { task in
+                        payload._withUnsafeGuaranteedRef { payload in
+                            task.didFail(with: payload.error)
+                            payload.delegate?.task(task, didFailWith: payload.error)
+                            workflow.delegate?.workflow(workflow, task: task, didFailWith: payload.error)
+                        }
+                    }
+                case .cancelled(let task, let payload):
+                    task._withUnsafeGuaranteedRef { task in
+                        task.didCancel()
+                        payload?._withUnsafeGuaranteedRef { $0.delegate?.taskDidCancel(task) }
+                        workflow.delegate?.workflow(workflow, taskDidCancel: task)
+                    }
                 case .cancelPassedOn(let task):
-                    task.cancelPassedOn()
+                    task._withUnsafeGuaranteedRef { $0.cancelPassedOn() }
                 case .retried(let task):
-                    task.didRetry()
+                    task._withUnsafeGuaranteedRef { $0.didRetry() }
                 case .reset(let task):
-                    task.didReset()
+                    task._withUnsafeGuaranteedRef { $0.didReset() }
                 case .workflowFinished:
                     workflow.delegate?.workflowDidFinish(workflow)
                 case .announce, .startRun:
@@ -384,13 +414,14 @@ struct WorkflowTransaction {
         for effect in effects {
             switch effect {
             case .announce(let announcement): tell(announcement.event)
-            case .startRun(let operation): tell(.taskStarted(operation.task))
-            case .finished(let task, let payload): tell(.taskFinished(task, result: payload?.result))
+            case .startRun(let operation): tell(.taskStarted(operation.takeUnretainedValue().task))
+            case .finished(let task, let payload):
+                tell(.taskFinished(task.takeUnretainedValue(), result: payload?.takeUnretainedValue().result))
             case .failed(let task, let payload):
-                tell(.taskFailed(task, error: payload.error))
-            case .cancelled(let task, _): tell(.taskCancelled(task))
-            case .retried(let task): tell(.taskRetried(task))
-            case .reset(let task): tell(.taskReset(task))
+                tell(.taskFailed(task.takeUnretainedValue(), error: payload.takeUnretainedValue().error))
+            case .cancelled(let task, _): tell(.taskCancelled(task.takeUnretainedValue()))
+            case .retried(let task): tell(.taskRetried(task.takeUnretainedValue()))
+            case .reset(let task): tell(.taskReset(task.takeUnretainedValue()))
             case .workflowFinished: tell(.workflowFinished)
             case .cancelPassedOn: break
             }
@@ -400,7 +431,8 @@ struct WorkflowTransaction {
 }
 
 /// What a finish hands to its hooks, delegate and events: the run's result and the task's
-/// delegate, read when the change was decided (a finish with neither has none).
+/// delegate, read when the change was decided (a finish with neither has none); for a cancel,
+/// the task's delegate only.
 final class WorkflowOutcomePayload {
     let result: (any Sendable)?
     let delegate: (any WorkflowTaskDelegate)?
