@@ -60,6 +60,10 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
     var progressVersion: UInt64 = 0
     /// Whether `_progressBroadcaster` was made: read without the lock.
     let followsProgress = Atomic<Bool>(false)
+    /// How many run operations still count (made, and not yet both over and done with the
+    /// workflow: see WorkflowRunOperation); while there are some, the workflow holds one retain on
+    /// itself, so that a running workflow stays alive without a retain per run.
+    let liveRunOperations = Atomic<Int>(0)
 
     /// Creates a workflow.
     /// - Parameters:
@@ -312,6 +316,24 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
                 perform { transaction in transaction.resume() }
             }
         }
+    }
+
+    /// Under the lock: a run operation was made. The first one retains the workflow.
+    func retainForRun() {
+        if liveRunOperations.wrappingAdd(1, ordering: .relaxed).oldValue == 0 {
+            _ = Unmanaged.passUnretained(self).retain()
+        }
+    }
+
+    /// A run operation of `workflow` stops counting; the last one releases the workflow (which
+    /// may then be deallocated, on this thread). Whoever makes a run operation holds the workflow
+    /// (a change's caller does), so a count back at zero while another thread makes the next
+    /// operation never lets the workflow go in between.
+    static func releaseForRun(_ workflow: Unmanaged<Workflow>) {
+        let wasLast = workflow._withUnsafeGuaranteedRef {
+            $0.liveRunOperations.wrappingSubtract(1, ordering: .acquiringAndReleasing).oldValue == 1
+        }
+        if wasLast { workflow.release() }
     }
 
     /// Runs `body` under the lock, then performs what it decided without the lock.

@@ -193,7 +193,8 @@ struct WorkflowTransaction {
     mutating func cancelRun(_ task: WorkflowTask, run: Int) {
         Self.with(workflowReference) { workflow in
             guard task.isIn(workflow), task.lifecycle.state == .executing, task.lifecycle.run == run else { return }
-            task.runOperation = nil  // already finished
+            // The operation stays the task's run operation: ending the run marks it over (it
+            // never began, so the change does not finish it again; it is already finished).
             cancel(from: [task])
         }
     }
