@@ -54,6 +54,9 @@ enum WorkflowAwaiting {
     /// the change is always seen (a task's registration made before it was added is ordered
     /// before the move, which takes the task's own lock, then before the change).
     static let registered = Atomic<Int>(0)
+    /// Whether any continuation is registered, in any workflow.
+    @inline(__always)
+    static var anyRegistered: Bool { registered.load(ordering: .relaxed) > 0 }
     private static let lastID = Atomic<Int>(0)
 
     /// Waits for an outcome, following `policy` if the calling Swift task is cancelled.
@@ -222,8 +225,8 @@ extension WorkflowTransaction {
     /// The last step of a change: resumes the awaiters whose outcome the change brought — of the
     /// tasks it finished, failed or cancelled, of the pending tasks behind a task it failed, and
     /// of the workflow. Each is judged on the state now, after the change's hooks and delegates.
+    /// Called only if ``WorkflowAwaiting/anyRegistered``.
     func resumeAwaiters() {
-        guard WorkflowAwaiting.registered.load(ordering: .relaxed) > 0 else { return }
         var resumptions: [() -> Void] = []
         let workflow = workflowReference.takeUnretainedValue()
         workflow.lock.withLock {

@@ -36,7 +36,7 @@ struct WorkflowTransaction {
     let workflowReference: Unmanaged<Workflow>
     private(set) var effects = WorkflowSmallList<Effect>()
     /// The operations of the runs started, to queue, and of the runs ended, to finish.
-    private var startedRuns = WorkflowSmallList<WorkflowRunOperation>()
+    private var startedRuns = WorkflowSmallList<ConcurrentOperation>()
     private var endedRuns = WorkflowSmallList<WorkflowRunOperation>()
     /// The payloads the effects refer to, kept until the transaction ends.
     private var kept = WorkflowSmallList<AnyObject>()
@@ -356,7 +356,7 @@ struct WorkflowTransaction {
                 switch effect {
                 case .finished(let task, let payload):
                     task._withUnsafeGuaranteedRef { task in
-                        guard let payload else { return task.didFinish(with: nil) }
+                        guard let payload else { return task.didFinish(with: WorkflowOutcomePayload.noResult) }
                         payload._withUnsafeGuaranteedRef { payload in
                             task.didFinish(with: payload.result)
                             payload.delegate?.task(task, didFinishWith: payload.result)
@@ -392,8 +392,8 @@ struct WorkflowTransaction {
             // never empty in the middle of a workflow. They cannot be refused: each run operation was
             // just made, is in no queue and nothing depends on it, so it closes no cycle (the
             // workflow orders its tasks itself). Several are added in one batch.
-            if startedRuns.hasMoreThanOne {
-                try? workflow.queue.addOperations(startedRuns.map { $0 as ConcurrentOperation }, waitUntilFinished: false)
+            if let runs = startedRuns.many {
+                try? workflow.queue.addOperations(runs, waitUntilFinished: false)
             } else if let run = startedRuns.first {
                 try? workflow.queue.addOperation(run)
             }
@@ -402,7 +402,7 @@ struct WorkflowTransaction {
             endedRuns.forEachElement { operation in operation.finish() }
             // Last, once the change's hooks and delegates have run (a failure retried by its
             // delegate is then no longer an outcome): resume the Swift tasks awaiting an outcome.
-            resumeAwaiters()
+            if WorkflowAwaiting.anyRegistered { resumeAwaiters() }
         }
     }
 
@@ -435,6 +435,10 @@ struct WorkflowTransaction {
 /// delegate, read when the change was decided (a finish with neither has none); for a cancel,
 /// the task's delegate only.
 final class WorkflowOutcomePayload {
+    /// `nil`, as a constant: passing a literal `nil` makes a temporary the caller then destroys
+    /// through the value witnesses of `(any Sendable)?`.
+    static let noResult: (any Sendable)? = nil
+
     let result: (any Sendable)?
     let delegate: (any WorkflowTaskDelegate)?
 
@@ -460,44 +464,46 @@ final class WorkflowFailurePayload {
 /// and one ended run, and then makes no array.
 struct WorkflowSmallList<Element>: Sequence {
     private(set) var first: Element?
-    /// `nil` (not an empty array) until a second element comes: destroying a list then releases
-    /// nothing more than its first element.
-    private var rest: [Element]?
+    /// Every element, the first included, once there are two or more; `nil` (not an empty array)
+    /// until then: destroying a list then releases nothing more than its first element, and a
+    /// list of many hands its array over as it is (``many``).
+    private var all: [Element]?
 
     var isEmpty: Bool { first == nil }
-    var hasMoreThanOne: Bool { rest != nil }
+    /// Every element, in order, if there are more than one; `nil` otherwise.
+    var many: [Element]? { all }
 
     mutating func append(_ element: Element) {
         if first == nil {
             first = element
-        } else if rest == nil {
-            rest = [element]
+        } else if all == nil {
+            all = [first!, element]
         } else {
-            rest!.append(element)
+            all!.append(element)
         }
     }
 
     func makeIterator() -> Iterator { Iterator(list: self) }
 
-    /// Calls `body` with each element in order, without copying it out first (iterating copies
-    /// each element, which for a ``WorkflowTransaction/Effect`` with a result is not cheap).
+    /// Calls `body` with each element in order, without making an iterator (which copies the
+    /// list, retaining its array).
     @inline(__always)
     func forEachElement(_ body: (Element) -> Void) {
-        guard let first else { return }
-        body(first)
-        guard let rest else { return }
-        for index in rest.indices { body(rest[index]) }
+        if let all {
+            for index in all.indices { body(all[index]) }
+        } else if let first {
+            body(first)
+        }
     }
 
     struct Iterator: IteratorProtocol {
         let list: WorkflowSmallList
-        var position = -1
+        var position = 0
 
         mutating func next() -> Element? {
             defer { position += 1 }
-            if position < 0 { return list.first }
-            guard let rest = list.rest else { return nil }
-            return position < rest.count ? rest[position] : nil
+            guard let all = list.all else { return position == 0 ? list.first : nil }
+            return position < all.count ? all[position] : nil
         }
     }
 }
