@@ -73,6 +73,7 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
     public init(name: String = "Workflow", queue: ConcurrentOperationQueue? = nil) {
         self.name = name
         self.queue = queue ?? ConcurrentOperationQueue(name: "Workflow.\(name)")
+        lock.workflow = self
     }
 
     deinit {
@@ -132,7 +133,6 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
             if !moved {
                 return (OperationError(.taskAlreadyInWorkflow, operations: [task.name], "the task is already in a workflow"), false)
             }
-            task.workflow = self
             task.index = tasks.count
             tasks.append(task)
             // A prerequisite given twice counts once: the second time, this task is already its

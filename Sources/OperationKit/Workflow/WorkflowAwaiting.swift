@@ -19,7 +19,9 @@ struct WorkflowAwaiters<Outcome: Sendable> {
     /// Resumed with the outcome, or with `nil` when the awaiter stopped waiting.
     typealias Continuation = CheckedContinuation<Outcome?, Never>
 
-    private var continuations: [Int: Continuation] = [:]
+    // `Dictionary()`, not `[:]`: the literal goes through `init(dictionaryLiteral:)`, a cost
+    // every task pays when it is made.
+    private var continuations = [Int: Continuation]()
 
     /// How many awaiters wait.
     var count: Int { continuations.count }

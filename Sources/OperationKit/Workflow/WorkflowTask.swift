@@ -47,11 +47,15 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     // access) proves nothing here; on the layered graph it was a quarter of the instructions.
 
     @exclusivity(unchecked) var lifecycle = WorkflowTaskLifecycle()
-    /// The workflow the task belongs to, and its index there.
-    weak var workflow: Workflow?
+    /// The workflow the task belongs to: the one whose lock guards it (``WorkflowLock/workflow``,
+    /// held weakly there, so the task needs no weak reference of its own); `nil` before it is
+    /// added and once that workflow has been released.
+    var workflow: Workflow? { lockPointer.lock.workflow }
+    /// The task's index in its workflow.
     @exclusivity(unchecked) var index = -1
     @exclusivity(unchecked) var prerequisiteIndices: [Int] = []
-    var keyedPrerequisiteIndices: [String: Int] = [:]
+    // `Dictionary()`, not `[:]`: the literal goes through `init(dictionaryLiteral:)`.
+    var keyedPrerequisiteIndices = [String: Int]()
     @exclusivity(unchecked) var dependentIndices: [Int] = []
     @exclusivity(unchecked) var unfinishedPrerequisites = 0
     /// Whether its start is held while the workflow is suspended (``Workflow/isSuspended``).
