@@ -35,18 +35,43 @@ struct WorkflowTransaction {
     /// strong or `unowned(unsafe)` reference costs a pair per transaction or per use.
     let workflowReference: Unmanaged<Workflow>
     private(set) var effects = WorkflowSmallList<Effect>()
-    /// The operations of the runs started, to queue, and of the runs ended, to finish.
+    /// The operations of the runs started, to queue.
     private var startedRuns = WorkflowSmallList<ConcurrentOperation>()
-    private var endedRuns = WorkflowSmallList<WorkflowRunOperation>()
-    /// The payloads the effects refer to, kept until the transaction ends.
-    private var kept = WorkflowSmallList<AnyObject>()
+    /// The workflow's instrument, read once (one atomic load).
+    private let instrument: (any OperationInstrument)?
+    /// What many changes do without, in one optional: destroying a transaction without any of it
+    /// is one test, not a release per field.
+    private var rare: Rare?
+
+    private struct Rare {
+        /// The operations of the runs ended, to finish.
+        var endedRuns = WorkflowSmallList<WorkflowRunOperation>()
+        /// The payloads the effects refer to, kept until the transaction ends.
+        var kept = WorkflowSmallList<AnyObject>()
+        /// See ``WorkflowTransaction/receivers``.
+        var receivers: Receivers?
+        /// The task transitions to tell the instrument, in the order they were made.
+        var transitions: [WorkflowTaskEvent]?
+    }
+
     /// The event streams and listeners to tell, read under the lock at the end of the decisions
     /// (``Workflow/perform(_:)``); `nil` when nobody listens, which costs nothing more.
-    var receivers: Receivers?
-    /// The workflow's instrument, read once (one atomic load), and the task transitions to tell
-    /// it, in the order they were made.
-    private let instrument: (any OperationInstrument)?
-    private var transitions: [WorkflowTaskEvent]?
+    var receivers: Receivers? {
+        get { rare?.receivers }
+        set {
+            if rare == nil { rare = Rare() }
+            rare!.receivers = newValue
+        }
+    }
+
+    /// `rare`, made if it was not.
+    private var madeRare: Rare {
+        get { rare ?? Rare() }
+        _modify {
+            if rare == nil { rare = Rare() }
+            yield &rare!
+        }
+    }
 
     /// The event streams and listeners a change tells.
     struct Receivers {
@@ -75,18 +100,27 @@ struct WorkflowTransaction {
 
     /// Keeps `payload` until the transaction ends, for an effect to refer to it unretained.
     private mutating func keep<Payload: AnyObject>(_ payload: Payload) -> Unmanaged<Payload> {
-        kept.append(payload)
+        madeRare.kept.append(payload)
         return Unmanaged.passUnretained(payload)
     }
 
     /// Notes a task's transition for the instrument, if there is one.
+    @inline(__always)
     private mutating func transitioned(
         _ task: WorkflowTask, from: WorkflowTaskState, to: WorkflowTaskState, error: (any Error)? = nil
     ) {
         guard instrument != nil else { return }
+        noteTransition(task, from: from, to: to, error: error)
+    }
+
+    /// Notes a task's transition for the instrument (kept out of line: most changes have none).
+    @inline(never)
+    private mutating func noteTransition(
+        _ task: WorkflowTask, from: WorkflowTaskState, to: WorkflowTaskState, error: (any Error)?
+    ) {
         let name = Self.with(workflowReference) { $0.name }
         let event = WorkflowTaskEvent(task: task, workflowName: name, from: from, to: to, error: error)
-        if transitions == nil { transitions = [event] } else { transitions!.append(event) }
+        if madeRare.transitions == nil { madeRare.transitions = [event] } else { madeRare.transitions!.append(event) }
     }
 
     // MARK: Decisions, under the lock
@@ -277,7 +311,7 @@ struct WorkflowTransaction {
             workflow.executingCount -= 1
             if let operation = task.runOperation {
                 task.runOperation = nil
-                if operation.endRunLocked() { endedRuns.append(operation) }
+                if operation.endRunLocked() { madeRare.endedRuns.append(operation) }
             }
         }
     }
@@ -346,7 +380,9 @@ struct WorkflowTransaction {
     func performEffects() {
         Self.with(workflowReference) { workflow in
             // The instrument first: the task transitions, in the order they were made.
-            if let instrument, let transitions { for transition in transitions { instrument.record(transition) } }
+            if let instrument, let transitions = rare?.transitions {
+                for transition in transitions { instrument.record(transition) }
+            }
             // Then every event of the transaction, in order: a hook or delegate that changes the
             // workflow again (second pass) then tells its own events after all of these, so the
             // stream stays in causal order. Then hooks and delegates, as Task.framework orders them;
@@ -399,7 +435,7 @@ struct WorkflowTransaction {
             }
             // Only the runs whose `execute()` has begun on another thread: the others finish in their
             // own `execute()`, before `main()` or once it returns (see WorkflowRunOperation).
-            endedRuns.forEachElement { operation in operation.finish() }
+            rare?.endedRuns.forEachElement { operation in operation.finish() }
             // Last, once the change's hooks and delegates have run (a failure retried by its
             // delegate is then no longer an outcome): resume the Swift tasks awaiting an outcome.
             if WorkflowAwaiting.anyRegistered { resumeAwaiters() }
