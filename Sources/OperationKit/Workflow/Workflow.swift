@@ -122,8 +122,13 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
             // The task moves under this workflow's lock (which is held) unless it is in a
             // workflow already; from then on this lock guards its fields.
             var stranger: WorkflowTask?
+            // Both loops over the prerequisites go by index: iterating the array, or
+            // `first(where:)`, retains and releases every element once more per edge.
             let moved = task.lockPointer.move(to: lock) {
-                stranger = all.first { !$0.isIn(self) }
+                for position in all.indices where !all[position].isIn(self) {
+                    stranger = all[position]
+                    break
+                }
                 return stranger == nil
             }
             if let stranger {
@@ -143,7 +148,9 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
             // through the array's reallocation path.
             if !all.isEmpty { prerequisiteIndices.reserveCapacity(all.count) }
             var unfinished = 0
-            for prerequisite in all where prerequisite.dependentIndices.last != index {
+            for position in all.indices {
+                let prerequisite = all[position]
+                guard prerequisite.dependentIndices.last != index else { continue }
                 prerequisiteIndices.append(prerequisite.index)
                 let finished = prerequisite.lifecycle.state == .finished
                 if prerequisite.dependentIndices.isEmpty {
