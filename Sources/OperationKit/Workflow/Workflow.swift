@@ -143,22 +143,20 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
             // A prerequisite given twice counts once: the second time, this task is already its
             // last dependent.
             let index = task.index
-            var prerequisiteIndices: [Int] = []
-            // Not for a task without prerequisites: reserving 0 on the empty array still goes
-            // through the array's reallocation path.
-            if !all.isEmpty { prerequisiteIndices.reserveCapacity(all.count) }
+            var prerequisiteIndices = WorkflowIndices()
+            prerequisiteIndices.reserveCapacity(all.count)
             var unfinished = 0
             for position in all.indices {
                 let prerequisite = all[position]
-                guard prerequisite.dependentIndices.last != index else { continue }
+                let (appended, wasSink) = prerequisite.dependentIndices.appendUnlessLast(index)
+                guard appended else { continue }
                 prerequisiteIndices.append(prerequisite.index)
                 let finished = prerequisite.lifecycle.state == .finished
-                if prerequisite.dependentIndices.isEmpty {
+                if wasSink {
                     // It stops being a sink.
                     sinkCount -= 1
                     if finished { finishedSinkCount -= 1 }
                 }
-                prerequisite.dependentIndices.append(index)
                 if !finished { unfinished += 1 }
             }
             task.prerequisiteIndices = prerequisiteIndices

@@ -255,7 +255,7 @@ extension WorkflowTransaction {
         let workflow = workflowReference.takeUnretainedValue()
         guard failed.isIn(workflow) else { return }
         var visited: Set<Int> = [failed.index]
-        var queue = failed.dependentIndices
+        var queue = failed.dependentIndices.array
         var next = 0
         while next < queue.count {
             let index = queue[next]

@@ -53,10 +53,10 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     var workflow: Workflow? { lockPointer.lock.workflow }
     /// The task's index in its workflow.
     @exclusivity(unchecked) var index = -1
-    @exclusivity(unchecked) var prerequisiteIndices: [Int] = []
+    @exclusivity(unchecked) var prerequisiteIndices = WorkflowIndices()
     // `Dictionary()`, not `[:]`: the literal goes through `init(dictionaryLiteral:)`.
     var keyedPrerequisiteIndices = [String: Int]()
-    @exclusivity(unchecked) var dependentIndices: [Int] = []
+    @exclusivity(unchecked) var dependentIndices = WorkflowIndices()
     @exclusivity(unchecked) var unfinishedPrerequisites = 0
     /// Whether its start is held while the workflow is suspended (``Workflow/isSuspended``).
     @exclusivity(unchecked) var isHeld = false

@@ -325,7 +325,7 @@ struct WorkflowTransaction {
                 workflow.finishedSinkCount += 1
                 if workflow.finishedSinkCount == workflow.sinkCount { workflowFinished() }
             }
-            for index in task.dependentIndices {
+            task.dependentIndices.forEachIndex { index in
                 let dependent = workflow.tasks[index]
                 dependent.unfinishedPrerequisites -= 1
                 if dependent.unfinishedPrerequisites == 0 && dependent.lifecycle.prerequisitesChanged(allFinished: true) {
