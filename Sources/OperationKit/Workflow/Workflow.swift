@@ -18,8 +18,8 @@ import Synchronization
 ///
 /// Every method may be called from any thread. Each workflow has one lock for its state and its
 /// tasks' (a sub-workflow has its own), and no code of yours runs under it: hooks, delegates and events are called on the thread that
-/// caused the change, after it. Tasks hold their workflow weakly; each run's operation holds it
-/// until the run ends, so a running workflow stays alive.
+/// caused the change, after it. Tasks hold their workflow weakly; each run's operation keeps it
+/// alive until the run ends, so a running workflow stays alive.
 public final class Workflow: @unchecked Sendable {  // mutable state is protected by `lock`
     /// A name for logs, errors and diagrams.
     public let name: String
