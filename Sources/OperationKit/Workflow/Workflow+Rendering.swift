@@ -145,7 +145,7 @@ extension Workflow {
             (tasks.map { task in
                 TaskSnapshot(
                     index: task.index, name: task.name, state: task.lifecycle.state,
-                    prerequisites: task.prerequisiteIndices, dependents: task.dependentIndices,
+                    prerequisites: task.prerequisiteIndices.array, dependents: task.dependentIndices.array,
                     keys: Dictionary(task.keyedPrerequisiteIndices.map { ($0.value, $0.key) }, uniquingKeysWith: { $0 < $1 ? $0 : $1 }))
             }, ())
         }

@@ -26,7 +26,7 @@ extension Workflow {
         let (facts, suspended) = lock.withLock {
             (tasks.map { task in
                 TaskFacts(
-                    task: task, state: task.lifecycle.state, prerequisites: task.prerequisiteIndices,
+                    task: task, state: task.lifecycle.state, prerequisites: task.prerequisiteIndices.array,
                     run: task.runOperation,
                     unfulfilled: (task as? ExternalConditionTask).map { $0.fulfilment == nil } ?? false,
                     held: task.isHeld && task.lifecycle.state == .ready)

@@ -18,8 +18,8 @@ import Synchronization
 ///
 /// Every method may be called from any thread. Each workflow has one lock for its state and its
 /// tasks' (a sub-workflow has its own), and no code of yours runs under it: hooks, delegates and events are called on the thread that
-/// caused the change, after it. Tasks hold their workflow weakly; each run's operation holds it
-/// until the run ends, so a running workflow stays alive.
+/// caused the change, after it. Tasks hold their workflow weakly; each run's operation keeps it
+/// alive until the run ends, so a running workflow stays alive.
 public final class Workflow: @unchecked Sendable {  // mutable state is protected by `lock`
     /// A name for logs, errors and diagrams.
     public let name: String
@@ -60,6 +60,10 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
     var progressVersion: UInt64 = 0
     /// Whether `_progressBroadcaster` was made: read without the lock.
     let followsProgress = Atomic<Bool>(false)
+    /// How many run operations still count (made, and not yet both over and done with the
+    /// workflow: see WorkflowRunOperation); while there are some, the workflow holds one retain on
+    /// itself, so that a running workflow stays alive without a retain per run.
+    let liveRunOperations = Atomic<Int>(0)
 
     /// Creates a workflow.
     /// - Parameters:
@@ -69,6 +73,7 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
     public init(name: String = "Workflow", queue: ConcurrentOperationQueue? = nil) {
         self.name = name
         self.queue = queue ?? ConcurrentOperationQueue(name: "Workflow.\(name)")
+        lock.workflow = self
     }
 
     deinit {
@@ -117,8 +122,13 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
             // The task moves under this workflow's lock (which is held) unless it is in a
             // workflow already; from then on this lock guards its fields.
             var stranger: WorkflowTask?
+            // Both loops over the prerequisites go by index: iterating the array, or
+            // `first(where:)`, retains and releases every element once more per edge.
             let moved = task.lockPointer.move(to: lock) {
-                stranger = all.first { !$0.isIn(self) }
+                for position in all.indices where !all[position].isIn(self) {
+                    stranger = all[position]
+                    break
+                }
                 return stranger == nil
             }
             if let stranger {
@@ -128,26 +138,25 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
             if !moved {
                 return (OperationError(.taskAlreadyInWorkflow, operations: [task.name], "the task is already in a workflow"), false)
             }
-            task.workflow = self
             task.index = tasks.count
             tasks.append(task)
             // A prerequisite given twice counts once: the second time, this task is already its
             // last dependent.
             let index = task.index
-            var prerequisiteIndices: [Int] = []
-            // Not for a task without prerequisites: reserving 0 on the empty array still goes
-            // through the array's reallocation path.
-            if !all.isEmpty { prerequisiteIndices.reserveCapacity(all.count) }
+            var prerequisiteIndices = WorkflowIndices()
+            prerequisiteIndices.reserveCapacity(all.count)
             var unfinished = 0
-            for prerequisite in all where prerequisite.dependentIndices.last != index {
+            for position in all.indices {
+                let prerequisite = all[position]
+                let (appended, wasSink) = prerequisite.dependentIndices.appendUnlessLast(index)
+                guard appended else { continue }
                 prerequisiteIndices.append(prerequisite.index)
                 let finished = prerequisite.lifecycle.state == .finished
-                if prerequisite.dependentIndices.isEmpty {
+                if wasSink {
                     // It stops being a sink.
                     sinkCount -= 1
                     if finished { finishedSinkCount -= 1 }
                 }
-                prerequisite.dependentIndices.append(index)
                 if !finished { unfinished += 1 }
             }
             task.prerequisiteIndices = prerequisiteIndices
@@ -312,6 +321,24 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
                 perform { transaction in transaction.resume() }
             }
         }
+    }
+
+    /// Under the lock: a run operation was made. The first one retains the workflow.
+    func retainForRun() {
+        if liveRunOperations.wrappingAdd(1, ordering: .relaxed).oldValue == 0 {
+            _ = Unmanaged.passUnretained(self).retain()
+        }
+    }
+
+    /// A run operation of `workflow` stops counting; the last one releases the workflow (which
+    /// may then be deallocated, on this thread). Whoever makes a run operation holds the workflow
+    /// (a change's caller does), so a count back at zero while another thread makes the next
+    /// operation never lets the workflow go in between.
+    static func releaseForRun(_ workflow: Unmanaged<Workflow>) {
+        let wasLast = workflow._withUnsafeGuaranteedRef {
+            $0.liveRunOperations.wrappingSubtract(1, ordering: .acquiringAndReleasing).oldValue == 1
+        }
+        if wasLast { workflow.release() }
     }
 
     /// Runs `body` under the lock, then performs what it decided without the lock.

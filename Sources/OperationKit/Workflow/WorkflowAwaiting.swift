@@ -19,7 +19,9 @@ struct WorkflowAwaiters<Outcome: Sendable> {
     /// Resumed with the outcome, or with `nil` when the awaiter stopped waiting.
     typealias Continuation = CheckedContinuation<Outcome?, Never>
 
-    private var continuations: [Int: Continuation] = [:]
+    // `Dictionary()`, not `[:]`: the literal goes through `init(dictionaryLiteral:)`, a cost
+    // every task pays when it is made.
+    private var continuations = [Int: Continuation]()
 
     /// How many awaiters wait.
     var count: Int { continuations.count }
@@ -54,6 +56,9 @@ enum WorkflowAwaiting {
     /// the change is always seen (a task's registration made before it was added is ordered
     /// before the move, which takes the task's own lock, then before the change).
     static let registered = Atomic<Int>(0)
+    /// Whether any continuation is registered, in any workflow.
+    @inline(__always)
+    static var anyRegistered: Bool { registered.load(ordering: .relaxed) > 0 }
     private static let lastID = Atomic<Int>(0)
 
     /// Waits for an outcome, following `policy` if the calling Swift task is cancelled.
@@ -222,17 +227,18 @@ extension WorkflowTransaction {
     /// The last step of a change: resumes the awaiters whose outcome the change brought — of the
     /// tasks it finished, failed or cancelled, of the pending tasks behind a task it failed, and
     /// of the workflow. Each is judged on the state now, after the change's hooks and delegates.
+    /// Called only if ``WorkflowAwaiting/anyRegistered``.
     func resumeAwaiters() {
-        guard WorkflowAwaiting.registered.load(ordering: .relaxed) > 0 else { return }
         var resumptions: [() -> Void] = []
+        let workflow = workflowReference.takeUnretainedValue()
         workflow.lock.withLock {
             effects.forEachElement { effect in
                 switch effect {
                 case .finished(let task, _), .cancelled(let task, _):
-                    task.takeAwaitersLocked(into: &resumptions)
+                    task.takeUnretainedValue().takeAwaitersLocked(into: &resumptions)
                 case .failed(let task, _):
-                    task.takeAwaitersLocked(into: &resumptions)
-                    takeBlockedAwaitersLocked(behind: task, into: &resumptions)
+                    task.takeUnretainedValue().takeAwaitersLocked(into: &resumptions)
+                    takeBlockedAwaitersLocked(behind: task.takeUnretainedValue(), into: &resumptions)
                 case .announce, .startRun, .retried, .reset, .cancelPassedOn, .workflowFinished:
                     break
                 }
@@ -246,9 +252,10 @@ extension WorkflowTransaction {
     /// Under the lock: the awaiters of the pending tasks that depend on `failed`, directly or
     /// through pending tasks.
     private func takeBlockedAwaitersLocked(behind failed: WorkflowTask, into resumptions: inout [() -> Void]) {
+        let workflow = workflowReference.takeUnretainedValue()
         guard failed.isIn(workflow) else { return }
         var visited: Set<Int> = [failed.index]
-        var queue = failed.dependentIndices
+        var queue = failed.dependentIndices.array
         var next = 0
         while next < queue.count {
             let index = queue[next]

@@ -12,8 +12,13 @@ import Synchronization
 /// another, so the order cannot deadlock. A sub-workflow has its own lock: what a ``SubworkflowTask`` does to its
 /// sub-workflow (start, cancel, retry, reset, reading its state) happens with no other workflow
 /// lock held — in the effects of a change, after the change released its lock.
-final class WorkflowLock: Sendable {
+final class WorkflowLock: @unchecked Sendable {  // `workflow` is set once, before the lock is shared
     private let mutex = Lock()
+    /// The workflow that owns the lock, held weakly; `nil` for the shared lock of the tasks in no
+    /// workflow. Set by the workflow's initialiser, before any task can move under the lock. Its
+    /// tasks reach their workflow through it (``WorkflowTask/workflow``): one weak reference per
+    /// workflow instead of one per task.
+    weak var workflow: Workflow?
 
     @inline(__always)
     func lock() { mutex.lock() }

@@ -47,12 +47,16 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     // access) proves nothing here; on the layered graph it was a quarter of the instructions.
 
     @exclusivity(unchecked) var lifecycle = WorkflowTaskLifecycle()
-    /// The workflow the task belongs to, and its index there.
-    weak var workflow: Workflow?
+    /// The workflow the task belongs to: the one whose lock guards it (``WorkflowLock/workflow``,
+    /// held weakly there, so the task needs no weak reference of its own); `nil` before it is
+    /// added and once that workflow has been released.
+    var workflow: Workflow? { lockPointer.lock.workflow }
+    /// The task's index in its workflow.
     @exclusivity(unchecked) var index = -1
-    @exclusivity(unchecked) var prerequisiteIndices: [Int] = []
-    var keyedPrerequisiteIndices: [String: Int] = [:]
-    @exclusivity(unchecked) var dependentIndices: [Int] = []
+    @exclusivity(unchecked) var prerequisiteIndices = WorkflowIndices()
+    // `Dictionary()`, not `[:]`: the literal goes through `init(dictionaryLiteral:)`.
+    var keyedPrerequisiteIndices = [String: Int]()
+    @exclusivity(unchecked) var dependentIndices = WorkflowIndices()
     @exclusivity(unchecked) var unfinishedPrerequisites = 0
     /// Whether its start is held while the workflow is suspended (``Workflow/isSuspended``).
     @exclusivity(unchecked) var isHeld = false
@@ -341,24 +345,34 @@ public struct WorkflowTaskRun: Sendable {
 /// after `execute()` began is finished by that change's effects, at once (its `main()` may still
 /// be running or waiting); `execute()` may then try too, once `main()` returns, and the later of
 /// the two finishes does nothing.
+///
+/// The operation keeps its workflow alive (tasks hold their workflow weakly) without retaining
+/// it: a workflow with live run operations holds a retain on itself (``Workflow/retainForRun()``),
+/// and an operation stops counting once its run is over *and* it is done with the workflow — its
+/// `execute()` has returned, or its `didFinishWithoutExecuting()` has told the workflow. A third
+/// flag, `done`, settles which of the two comes last: that one lets go. So the workflow lives
+/// while a run is in its queue, while a `main()` may still reach it, and while an asynchronous
+/// run is still executing; and a run costs no retain or release of the workflow (both take the
+/// runtime's slow path, since the tasks' weak references give a workflow a side table).
 final class WorkflowRunOperation: ConcurrentOperation, @unchecked Sendable {
     let task: WorkflowTask
     let run: Int
-    /// Keeps the workflow alive while the run is in its queue (tasks hold their workflow weakly).
-    let workflow: Workflow
-    /// `workflow`, for reaching it without a retain while the operation is alive (the strong
-    /// reference above keeps it).
+    /// The workflow, not retained: it keeps itself alive while this operation counts (see the
+    /// type's comment).
     let unretainedWorkflow: Unmanaged<Workflow>
-    /// `over` and `began` (see the type's comment).
+    /// `over`, `began` and `done` (see the type's comment).
     private let runFlags = Atomic<UInt8>(0)
     private static let over: UInt8 = 1
     private static let began: UInt8 = 2
+    private static let done: UInt8 = 4
 
-    /// Named after its task (the run's number is ``run``).
-    init(task: WorkflowTask, run: Int, workflow: Workflow) {
+    /// Named after its task (the run's number is ``run``). Made under the workflow's lock.
+    /// `workflow` is borrowed: an initialiser's parameters are otherwise owned, and passing the
+    /// workflow would cost its caller a retain (on the slow path) and this a release.
+    init(task: WorkflowTask, run: Int, workflow: borrowing Workflow) {
         self.task = task
         self.run = run
-        self.workflow = workflow
+        workflow.retainForRun()
         unretainedWorkflow = Unmanaged.passUnretained(workflow)
         super.init(name: task.name)
     }
@@ -366,23 +380,37 @@ final class WorkflowRunOperation: ConcurrentOperation, @unchecked Sendable {
     /// The operation was cancelled on its queue before it executed: the run cannot happen, so the
     /// task is cancelled (if this is still its current run) instead of staying executing.
     override func didFinishWithoutExecuting() {
-        workflow.perform { $0.cancelRun(task, run: run) }
+        unretainedWorkflow._withUnsafeGuaranteedRef { $0.perform { $0.cancelRun(task, run: run) } }
+        leaveWorkflow()
     }
 
     override func execute() {
         if runFlags.bitwiseOr(Self.began, ordering: .acquiringAndReleasing).oldValue & Self.over != 0 {
             finishAfterStart(asLastStep: true)
+            leaveWorkflow()
             return
         }
         ExecutingRun.with(self) { task.main(executing: WorkflowTaskRun(task: task, number: run)) }
         if runFlags.load(ordering: .acquiring) & Self.over != 0 { finishAfterStart(asLastStep: true) }
+        leaveWorkflow()
     }
 
-    /// Under the workflow's lock, by the change that ends the run: marks it over. Returns whether
-    /// that change must finish the operation in its effects: only if `execute()` has begun and
-    /// this thread is not the one running the run's `main()` (otherwise `execute()` finishes it).
+    /// The operation is done with the workflow: it stops counting if its run is over (otherwise
+    /// the change that ends the run does it, in ``endRunLocked()``).
+    private func leaveWorkflow() {
+        if runFlags.bitwiseOr(Self.done, ordering: .acquiringAndReleasing).oldValue & Self.over != 0 {
+            Workflow.releaseForRun(unretainedWorkflow)
+        }
+    }
+
+    /// Under the workflow's lock, by the change that ends the run: marks it over (and stops the
+    /// operation counting if it is done with the workflow; the change's caller holds the workflow,
+    /// so this never releases it for good). Returns whether that change must finish the operation
+    /// in its effects: only if `execute()` has begun and this thread is not the one running the
+    /// run's `main()` (otherwise `execute()` finishes it).
     func endRunLocked() -> Bool {
         let flags = runFlags.bitwiseOr(Self.over, ordering: .acquiringAndReleasing).oldValue
+        if flags & Self.done != 0 { Workflow.releaseForRun(unretainedWorkflow) }
         return flags & Self.began != 0 && !ExecutingRun.holds(self)
     }
 }

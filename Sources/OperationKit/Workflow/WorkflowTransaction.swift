@@ -3,38 +3,75 @@
 /// delegates, each pass in the order decided; then the new runs are queued and, last, the
 /// operations of the ended runs finish.
 struct WorkflowTransaction {
-    /// An effect holds class references only (and one-byte announcements), so copying one is a
-    /// few retains: a finish's result and a failure's error, existentials of any size, are in a
-    /// ``WorkflowOutcomePayload``, made only for a finish with a result or a delegate.
+    /// An effect holds unretained references only (and one-byte announcements), so making,
+    /// storing, copying and destroying one retains and releases nothing: a task is held by its
+    /// workflow for good (`tasks`; a task never leaves it), which the transaction's caller keeps
+    /// alive; a run operation by `startedRuns`; a payload by `kept`. A finish's result and a
+    /// failure's error, existentials of any size, are in a ``WorkflowOutcomePayload`` or
+    /// ``WorkflowFailurePayload``, made only for a finish with a result or a delegate, a failure,
+    /// or a cancel with a delegate.
     enum Effect {
         case announce(Announcement)
         /// A run started: only for its event, so only noted when someone listens (the run itself
         /// is in `startedRuns`).
-        case startRun(WorkflowRunOperation)
+        case startRun(Unmanaged<WorkflowRunOperation>)
         /// The finished, failed or cancelled task, with its delegate read when the change was
         /// decided (under the lock the change already holds).
-        case finished(WorkflowTask, WorkflowOutcomePayload?)
-        case failed(WorkflowTask, WorkflowFailurePayload)
-        case cancelled(WorkflowTask, (any WorkflowTaskDelegate)?)
-        case retried(WorkflowTask)
-        case reset(WorkflowTask)
+        case finished(Unmanaged<WorkflowTask>, Unmanaged<WorkflowOutcomePayload>?)
+        case failed(Unmanaged<WorkflowTask>, Unmanaged<WorkflowFailurePayload>)
+        /// The payload carries the task's delegate (no result), if it has one.
+        case cancelled(Unmanaged<WorkflowTask>, Unmanaged<WorkflowOutcomePayload>?)
+        case retried(Unmanaged<WorkflowTask>)
+        case reset(Unmanaged<WorkflowTask>)
         /// A cancel reached a task whose state it did not change (a sub-workflow task passes it on).
-        case cancelPassedOn(WorkflowTask)
+        case cancelPassedOn(Unmanaged<WorkflowTask>)
         case workflowFinished
     }
 
-    let workflow: Workflow
+    /// The workflow changed, neither retained nor released: a transaction lives only inside
+    /// ``Workflow/perform(_:)``, whose caller keeps the workflow alive. Each method reaches it
+    /// through ``with(_:_:)``, at +0: a retain and a release of a workflow both take the
+    /// runtime's slow path (its tasks' weak references give it a side table), and a stored
+    /// strong or `unowned(unsafe)` reference costs a pair per transaction or per use.
+    let workflowReference: Unmanaged<Workflow>
     private(set) var effects = WorkflowSmallList<Effect>()
-    /// The operations of the runs started, to queue, and of the runs ended, to finish.
-    private var startedRuns = WorkflowSmallList<WorkflowRunOperation>()
-    private var endedRuns = WorkflowSmallList<WorkflowRunOperation>()
+    /// The operations of the runs started, to queue.
+    private var startedRuns = WorkflowSmallList<ConcurrentOperation>()
+    /// The workflow's instrument, read once (one atomic load).
+    private let instrument: (any OperationInstrument)?
+    /// What many changes do without, in one optional: destroying a transaction without any of it
+    /// is one test, not a release per field.
+    private var rare: Rare?
+
+    private struct Rare {
+        /// The operations of the runs ended, to finish.
+        var endedRuns = WorkflowSmallList<WorkflowRunOperation>()
+        /// The payloads the effects refer to, kept until the transaction ends.
+        var kept = WorkflowSmallList<AnyObject>()
+        /// See ``WorkflowTransaction/receivers``.
+        var receivers: Receivers?
+        /// The task transitions to tell the instrument, in the order they were made.
+        var transitions: [WorkflowTaskEvent]?
+    }
+
     /// The event streams and listeners to tell, read under the lock at the end of the decisions
     /// (``Workflow/perform(_:)``); `nil` when nobody listens, which costs nothing more.
-    var receivers: Receivers?
-    /// The workflow's instrument, read once (one atomic load), and the task transitions to tell
-    /// it, in the order they were made.
-    private let instrument: (any OperationInstrument)?
-    private var transitions: [WorkflowTaskEvent]?
+    var receivers: Receivers? {
+        get { rare?.receivers }
+        set {
+            if rare == nil { rare = Rare() }
+            rare!.receivers = newValue
+        }
+    }
+
+    /// `rare`, made if it was not.
+    private var madeRare: Rare {
+        get { rare ?? Rare() }
+        _modify {
+            if rare == nil { rare = Rare() }
+            yield &rare!
+        }
+    }
 
     /// The event streams and listeners a change tells.
     struct Receivers {
@@ -48,17 +85,42 @@ struct WorkflowTransaction {
     ///     reference, cost a retain and a release of the workflow, both on the runtime's slow
     ///     path since the tasks' weak references give a workflow a side table).
     init(workflow: Workflow, instrument: (any OperationInstrument)?) {
-        self.workflow = workflow
+        workflowReference = Unmanaged.passUnretained(workflow)
         self.instrument = instrument
     }
 
+    /// Calls `body` with the workflow of `reference` (the transaction's `workflowReference`,
+    /// copied out first so that `body` may change the transaction), at +0.
+    @inline(__always)
+    static func with<Result>(
+        _ reference: Unmanaged<Workflow>, _ body: (Workflow) throws -> Result
+    ) rethrows -> Result {
+        try reference._withUnsafeGuaranteedRef(body)
+    }
+
+    /// Keeps `payload` until the transaction ends, for an effect to refer to it unretained.
+    private mutating func keep<Payload: AnyObject>(_ payload: Payload) -> Unmanaged<Payload> {
+        madeRare.kept.append(payload)
+        return Unmanaged.passUnretained(payload)
+    }
+
     /// Notes a task's transition for the instrument, if there is one.
+    @inline(__always)
     private mutating func transitioned(
         _ task: WorkflowTask, from: WorkflowTaskState, to: WorkflowTaskState, error: (any Error)? = nil
     ) {
         guard instrument != nil else { return }
-        let event = WorkflowTaskEvent(task: task, workflowName: workflow.name, from: from, to: to, error: error)
-        if transitions == nil { transitions = [event] } else { transitions!.append(event) }
+        noteTransition(task, from: from, to: to, error: error)
+    }
+
+    /// Notes a task's transition for the instrument (kept out of line: most changes have none).
+    @inline(never)
+    private mutating func noteTransition(
+        _ task: WorkflowTask, from: WorkflowTaskState, to: WorkflowTaskState, error: (any Error)?
+    ) {
+        let name = Self.with(workflowReference) { $0.name }
+        let event = WorkflowTaskEvent(task: task, workflowName: name, from: from, to: to, error: error)
+        if madeRare.transitions == nil { madeRare.transitions = [event] } else { madeRare.transitions!.append(event) }
     }
 
     // MARK: Decisions, under the lock
@@ -87,70 +149,88 @@ struct WorkflowTransaction {
 
     /// Starts a run of `task` if it is ready; holds it instead while the workflow is suspended.
     mutating func start(_ task: WorkflowTask) {
-        guard task.isIn(workflow) else { return }
-        if workflow._isSuspended {
-            if task.lifecycle.state == .ready && !task.isHeld {
-                task.isHeld = true
-                workflow.heldIndices.append(task.index)
+        Self.with(workflowReference) { workflow in
+            guard task.isIn(workflow) else { return }
+            if workflow._isSuspended {
+                if task.lifecycle.state == .ready && !task.isHeld {
+                    task.isHeld = true
+                    workflow.heldIndices.append(task.index)
+                }
+                return
             }
-            return
+            guard let run = task.lifecycle.start() else { return }
+            transitioned(task, from: .ready, to: .executing)
+            let operation = WorkflowRunOperation(task: task, run: run, workflow: workflow)
+            task.runOperation = operation
+            workflow.executingCount += 1
+            startedRuns.append(operation)
+            if !workflow.streams.isEmpty || !workflow.listeners.isEmpty {
+                effects.append(.startRun(Unmanaged.passUnretained(operation)))
+            }
         }
-        guard let run = task.lifecycle.start() else { return }
-        transitioned(task, from: .ready, to: .executing)
-        let operation = WorkflowRunOperation(task: task, run: run, workflow: workflow)
-        task.runOperation = operation
-        workflow.executingCount += 1
-        startedRuns.append(operation)
-        if !workflow.streams.isEmpty || !workflow.listeners.isEmpty { effects.append(.startRun(operation)) }
     }
 
     /// Resumes the workflow: starts the held tasks that are still ready, in the order they were
     /// held.
     mutating func resume() {
-        guard workflow._isSuspended else { return }
-        workflow._isSuspended = false
-        let held = workflow.heldIndices
-        workflow.heldIndices = []
-        for index in held {
-            let task = workflow.tasks[index]
-            guard task.isHeld else { continue }
-            task.isHeld = false
-            start(task)
+        Self.with(workflowReference) { workflow in
+            guard workflow._isSuspended else { return }
+            workflow._isSuspended = false
+            let held = workflow.heldIndices
+            workflow.heldIndices = []
+            for index in held {
+                let task = workflow.tasks[index]
+                guard task.isHeld else { continue }
+                task.isHeld = false
+                start(task)
+            }
         }
     }
 
     /// Finishes run `run` (the current one if `nil`) of `task`.
     mutating func finish(_ task: WorkflowTask, run: Int?, result: (any Sendable)?) {
-        guard task.isIn(workflow), task.lifecycle.finish(run: run ?? task.lifecycle.run) else { return }
-        transitioned(task, from: .executing, to: .finished)
-        task._result = result
-        task._error = nil
-        task._finishTime = .now
-        endRun(task)
-        let delegate = task._delegate
-        effects.append(.finished(
-            task, result == nil && delegate == nil ? nil : WorkflowOutcomePayload(result: result, delegate: delegate)))
-        enteredFinished(task)
+        Self.with(workflowReference) { workflow in
+            guard task.isIn(workflow), task.lifecycle.finish(run: run ?? task.lifecycle.run) else { return }
+            transitioned(task, from: .executing, to: .finished)
+            // An executing task has no outcome (a finish or failure sets it, and only a reset or a
+            // retry, which clear it, lead back to executing): a nil result is not assigned, since
+            // assigning an optional existential goes through its type's value witnesses.
+            assert(task._result == nil && task._error == nil, "an executing task has no outcome")
+            if result != nil { task._result = result }
+            task._finishTime = .now
+            endRun(task)
+            let delegate = task._delegate
+            let payload = result == nil && delegate == nil
+                ? nil : keep(WorkflowOutcomePayload(result: result, delegate: delegate))
+            effects.append(.finished(Unmanaged.passUnretained(task), payload))
+            enteredFinished(task)
+        }
     }
 
     /// Fails run `run` (the current one if `nil`) of `task`.
     mutating func fail(_ task: WorkflowTask, run: Int?, error: any Error) {
-        guard task.isIn(workflow), task.lifecycle.fail(run: run ?? task.lifecycle.run) else { return }
-        transitioned(task, from: .executing, to: .failed, error: error)
-        task._error = error
-        task._result = nil
-        task._finishTime = .now
-        workflow.failedCount += 1
-        endRun(task)
-        effects.append(.failed(task, WorkflowFailurePayload(error: error, delegate: task._delegate)))
+        Self.with(workflowReference) { workflow in
+            guard task.isIn(workflow), task.lifecycle.fail(run: run ?? task.lifecycle.run) else { return }
+            transitioned(task, from: .executing, to: .failed, error: error)
+            assert(task._result == nil && task._error == nil, "an executing task has no outcome")
+            task._error = error
+            task._finishTime = .now
+            workflow.failedCount += 1
+            endRun(task)
+            let payload = keep(WorkflowFailurePayload(error: error, delegate: task._delegate))
+            effects.append(.failed(Unmanaged.passUnretained(task), payload))
+        }
     }
 
     /// Cancels `task` if `run` is its current, executing run (its operation was cancelled on the
     /// queue).
     mutating func cancelRun(_ task: WorkflowTask, run: Int) {
-        guard task.isIn(workflow), task.lifecycle.state == .executing, task.lifecycle.run == run else { return }
-        task.runOperation = nil  // already finished
-        cancel(from: [task])
+        Self.with(workflowReference) { workflow in
+            guard task.isIn(workflow), task.lifecycle.state == .executing, task.lifecycle.run == run else { return }
+            // The operation stays the task's run operation: ending the run marks it over (it
+            // never began, so the change does not finish it again; it is already finished).
+            cancel(from: [task])
+        }
     }
 
     /// Cancels `roots` and all their dependents.
@@ -159,28 +239,31 @@ struct WorkflowTransaction {
             let previous = task.lifecycle.state
             let wasExecuting = previous == .executing
             guard task.lifecycle.cancel() else {
-                effects.append(.cancelPassedOn(task))
+                effects.append(.cancelPassedOn(Unmanaged.passUnretained(task)))
                 continue
             }
             transitioned(task, from: previous, to: .cancelled)
             if wasExecuting { endRun(task) }
-            effects.append(.cancelled(task, task._delegate))
+            let payload = task._delegate.map { keep(WorkflowOutcomePayload(result: nil, delegate: $0)) }
+            effects.append(.cancelled(Unmanaged.passUnretained(task), payload))
         }
     }
 
     /// Retries `roots` and all their dependents: each failed or cancelled one becomes pending, then
     /// ready and started if its prerequisites have finished.
     mutating func retry(from roots: [WorkflowTask]) {
-        for task in closure(from: roots) {
-            let previous = task.lifecycle.state
-            guard task.lifecycle.retry() else { continue }
-            transitioned(task, from: previous, to: .pending)
-            if previous == .failed { workflow.failedCount -= 1 }
-            clearOutcome(task)
-            effects.append(.retried(task))
-            if task.lifecycle.prerequisitesChanged(allFinished: task.unfinishedPrerequisites == 0) {
-                transitioned(task, from: .pending, to: .ready)
-                start(task)
+        Self.with(workflowReference) { workflow in
+            for task in closure(from: roots) {
+                let previous = task.lifecycle.state
+                guard task.lifecycle.retry() else { continue }
+                transitioned(task, from: previous, to: .pending)
+                if previous == .failed { workflow.failedCount -= 1 }
+                clearOutcome(task)
+                effects.append(.retried(Unmanaged.passUnretained(task)))
+                if task.lifecycle.prerequisitesChanged(allFinished: task.unfinishedPrerequisites == 0) {
+                    transitioned(task, from: .pending, to: .ready)
+                    start(task)
+                }
             }
         }
     }
@@ -188,27 +271,29 @@ struct WorkflowTransaction {
     /// Resets `roots` and all their dependents: each becomes ready if its prerequisites have
     /// finished, else pending. Nothing starts.
     mutating func reset(from roots: [WorkflowTask]) {
-        for task in closure(from: roots) {
-            // Every task the reset reaches forgets what it keeps across runs (an external
-            // condition's fulfilment), also one with no state to reset.
-            task.resetReachedLocked()
-            // A start held by the workflow's suspension is forgotten: a reset task waits for
-            // the next start.
-            task.isHeld = false
-            let previous = task.lifecycle.state
-            guard task.lifecycle.reset() else { continue }
-            transitioned(task, from: previous, to: .pending)
-            switch previous {
-            case .executing: endRun(task)
-            case .finished: leftFinished(task)
-            case .failed: workflow.failedCount -= 1
-            case .pending, .ready, .cancelled: break
+        Self.with(workflowReference) { workflow in
+            for task in closure(from: roots) {
+                // Every task the reset reaches forgets what it keeps across runs (an external
+                // condition's fulfilment), also one with no state to reset.
+                task.resetReachedLocked()
+                // A start held by the workflow's suspension is forgotten: a reset task waits for
+                // the next start.
+                task.isHeld = false
+                let previous = task.lifecycle.state
+                guard task.lifecycle.reset() else { continue }
+                transitioned(task, from: previous, to: .pending)
+                switch previous {
+                case .executing: endRun(task)
+                case .finished: leftFinished(task)
+                case .failed: workflow.failedCount -= 1
+                case .pending, .ready, .cancelled: break
+                }
+                clearOutcome(task)
+                if task.lifecycle.prerequisitesChanged(allFinished: task.unfinishedPrerequisites == 0) {
+                    transitioned(task, from: .pending, to: .ready)
+                }
+                effects.append(.reset(Unmanaged.passUnretained(task)))
             }
-            clearOutcome(task)
-            if task.lifecycle.prerequisitesChanged(allFinished: task.unfinishedPrerequisites == 0) {
-                transitioned(task, from: .pending, to: .ready)
-            }
-            effects.append(.reset(task))
         }
     }
 
@@ -222,40 +307,46 @@ struct WorkflowTransaction {
 
     /// `task` has just left executing (finished, failed, cancelled or reset).
     private mutating func endRun(_ task: WorkflowTask) {
-        workflow.executingCount -= 1
-        if let operation = task.runOperation {
-            task.runOperation = nil
-            if operation.endRunLocked() { endedRuns.append(operation) }
+        Self.with(workflowReference) { workflow in
+            workflow.executingCount -= 1
+            if let operation = task.runOperation {
+                task.runOperation = nil
+                if operation.endRunLocked() { madeRare.endedRuns.append(operation) }
+            }
         }
     }
 
     /// `task` has just finished: counts, the workflow's own finish, and the dependents whose last
     /// unfinished prerequisite it was, which start.
     private mutating func enteredFinished(_ task: WorkflowTask) {
-        workflow.finishedCount += 1
-        if task.dependentIndices.isEmpty {
-            workflow.finishedSinkCount += 1
-            if workflow.finishedSinkCount == workflow.sinkCount { workflowFinished() }
-        }
-        for index in task.dependentIndices {
-            let dependent = workflow.tasks[index]
-            dependent.unfinishedPrerequisites -= 1
-            if dependent.unfinishedPrerequisites == 0 && dependent.lifecycle.prerequisitesChanged(allFinished: true) {
-                transitioned(dependent, from: .pending, to: .ready)
-                start(dependent)
+        Self.with(workflowReference) { workflow in
+            workflow.finishedCount += 1
+            if task.dependentIndices.isEmpty {
+                workflow.finishedSinkCount += 1
+                if workflow.finishedSinkCount == workflow.sinkCount { workflowFinished() }
+            }
+            task.dependentIndices.forEachIndex { index in
+                let dependent = workflow.tasks[index]
+                dependent.unfinishedPrerequisites -= 1
+                if dependent.unfinishedPrerequisites == 0 && dependent.lifecycle.prerequisitesChanged(allFinished: true) {
+                    transitioned(dependent, from: .pending, to: .ready)
+                    start(dependent)
+                }
             }
         }
     }
 
     /// `task` is no longer finished: its ready dependents become pending.
     private mutating func leftFinished(_ task: WorkflowTask) {
-        workflow.finishedCount -= 1
-        if task.dependentIndices.isEmpty { workflow.finishedSinkCount -= 1 }
-        for index in task.dependentIndices {
-            let dependent = workflow.tasks[index]
-            dependent.unfinishedPrerequisites += 1
-            if dependent.unfinishedPrerequisites == 1 && dependent.lifecycle.prerequisitesChanged(allFinished: false) {
-                transitioned(dependent, from: .ready, to: .pending)
+        Self.with(workflowReference) { workflow in
+            workflow.finishedCount -= 1
+            if task.dependentIndices.isEmpty { workflow.finishedSinkCount -= 1 }
+            for index in task.dependentIndices {
+                let dependent = workflow.tasks[index]
+                dependent.unfinishedPrerequisites += 1
+                if dependent.unfinishedPrerequisites == 1 && dependent.lifecycle.prerequisitesChanged(allFinished: false) {
+                    transitioned(dependent, from: .ready, to: .pending)
+                }
             }
         }
     }
@@ -265,75 +356,90 @@ struct WorkflowTransaction {
     /// all its prerequisites (roots A and X, X → Y, A → B and Y → B give A, X, B, Y). The
     /// transitions do not depend on the order: they use the counts of unfinished prerequisites.
     private func closure(from roots: [WorkflowTask]) -> [WorkflowTask] {
-        var visited = [Bool](repeating: false, count: workflow.tasks.count)
-        var order: [WorkflowTask] = []
-        for root in roots where root.isIn(workflow) && !visited[root.index] {
-            visited[root.index] = true
-            order.append(root)
-        }
-        var next = 0
-        while next < order.count {
-            for index in order[next].dependentIndices where !visited[index] {
-                visited[index] = true
-                order.append(workflow.tasks[index])
+        return Self.with(workflowReference) { workflow in
+            var visited = [Bool](repeating: false, count: workflow.tasks.count)
+            var order: [WorkflowTask] = []
+            for root in roots where root.isIn(workflow) && !visited[root.index] {
+                visited[root.index] = true
+                order.append(root)
             }
-            next += 1
+            var next = 0
+            while next < order.count {
+                for index in order[next].dependentIndices where !visited[index] {
+                    visited[index] = true
+                    order.append(workflow.tasks[index])
+                }
+                next += 1
+            }
+            return order
         }
-        return order
     }
 
     // MARK: Effects, without the lock
 
     func performEffects() {
-        // The instrument first: the task transitions, in the order they were made.
-        if let instrument, let transitions { for transition in transitions { instrument.record(transition) } }
-        // Then every event of the transaction, in order: a hook or delegate that changes the
-        // workflow again (second pass) then tells its own events after all of these, so the
-        // stream stays in causal order. Then hooks and delegates, as Task.framework orders them;
-        // runs start last, after the finish that made them ready has been told everywhere.
-        if let receivers { tellEvents(to: receivers) }
-        effects.forEachElement { effect in
-            switch effect {
-            case .finished(let task, let payload):
-                let result = payload?.result
-                task.didFinish(with: result)
-                payload?.delegate?.task(task, didFinishWith: result)
-            case .failed(let task, let payload):
-                let error = payload.error
-                task.didFail(with: error)
-                payload.delegate?.task(task, didFailWith: error)
-                workflow.delegate?.workflow(workflow, task: task, didFailWith: error)
-            case .cancelled(let task, let delegate):
-                task.didCancel()
-                delegate?.taskDidCancel(task)
-                workflow.delegate?.workflow(workflow, taskDidCancel: task)
-            case .cancelPassedOn(let task):
-                task.cancelPassedOn()
-            case .retried(let task):
-                task.didRetry()
-            case .reset(let task):
-                task.didReset()
-            case .workflowFinished:
-                workflow.delegate?.workflowDidFinish(workflow)
-            case .announce, .startRun:
-                break
+        Self.with(workflowReference) { workflow in
+            // The instrument first: the task transitions, in the order they were made.
+            if let instrument, let transitions = rare?.transitions {
+                for transition in transitions { instrument.record(transition) }
             }
+            // Then every event of the transaction, in order: a hook or delegate that changes the
+            // workflow again (second pass) then tells its own events after all of these, so the
+            // stream stays in causal order. Then hooks and delegates, as Task.framework orders them;
+            // runs start last, after the finish that made them ready has been told everywhere.
+            if let receivers { tellEvents(to: receivers) }
+            effects.forEachElement { effect in
+                switch effect {
+                case .finished(let task, let payload):
+                    task._withUnsafeGuaranteedRef { task in
+                        guard let payload else { return task.didFinish(with: WorkflowOutcomePayload.noResult) }
+                        payload._withUnsafeGuaranteedRef { payload in
+                            task.didFinish(with: payload.result)
+                            payload.delegate?.task(task, didFinishWith: payload.result)
+                        }
+                    }
+                case .failed(let task, let payload):
+                    task._withUnsafeGuaranteedRef { task in
+                        payload._withUnsafeGuaranteedRef { payload in
+                            task.didFail(with: payload.error)
+                            payload.delegate?.task(task, didFailWith: payload.error)
+                            workflow.delegate?.workflow(workflow, task: task, didFailWith: payload.error)
+                        }
+                    }
+                case .cancelled(let task, let payload):
+                    task._withUnsafeGuaranteedRef { task in
+                        task.didCancel()
+                        payload?._withUnsafeGuaranteedRef { $0.delegate?.taskDidCancel(task) }
+                        workflow.delegate?.workflow(workflow, taskDidCancel: task)
+                    }
+                case .cancelPassedOn(let task):
+                    task._withUnsafeGuaranteedRef { $0.cancelPassedOn() }
+                case .retried(let task):
+                    task._withUnsafeGuaranteedRef { $0.didRetry() }
+                case .reset(let task):
+                    task._withUnsafeGuaranteedRef { $0.didReset() }
+                case .workflowFinished:
+                    workflow.delegate?.workflowDidFinish(workflow)
+                case .announce, .startRun:
+                    break
+                }
+            }
+            // New runs are added before the ended ones' operations finish, so the workflow's queue is
+            // never empty in the middle of a workflow. They cannot be refused: each run operation was
+            // just made, is in no queue and nothing depends on it, so it closes no cycle (the
+            // workflow orders its tasks itself). Several are added in one batch.
+            if let runs = startedRuns.many {
+                try? workflow.queue.addOperations(runs, waitUntilFinished: false)
+            } else if let run = startedRuns.first {
+                try? workflow.queue.addOperation(run)
+            }
+            // Only the runs whose `execute()` has begun on another thread: the others finish in their
+            // own `execute()`, before `main()` or once it returns (see WorkflowRunOperation).
+            rare?.endedRuns.forEachElement { operation in operation.finish() }
+            // Last, once the change's hooks and delegates have run (a failure retried by its
+            // delegate is then no longer an outcome): resume the Swift tasks awaiting an outcome.
+            if WorkflowAwaiting.anyRegistered { resumeAwaiters() }
         }
-        // New runs are added before the ended ones' operations finish, so the workflow's queue is
-        // never empty in the middle of a workflow. They cannot be refused: each run operation was
-        // just made, is in no queue and nothing depends on it, so it closes no cycle (the
-        // workflow orders its tasks itself). Several are added in one batch.
-        if startedRuns.hasMoreThanOne {
-            try? workflow.queue.addOperations(startedRuns.map { $0 as ConcurrentOperation }, waitUntilFinished: false)
-        } else if let run = startedRuns.first {
-            try? workflow.queue.addOperation(run)
-        }
-        // Only the runs whose `execute()` has begun on another thread: the others finish in their
-        // own `execute()`, before `main()` or once it returns (see WorkflowRunOperation).
-        endedRuns.forEachElement { operation in operation.finish() }
-        // Last, once the change's hooks and delegates have run (a failure retried by its
-        // delegate is then no longer an outcome): resume the Swift tasks awaiting an outcome.
-        resumeAwaiters()
     }
 
     /// Tells every event of the transaction to the streams and listeners, in order.
@@ -345,13 +451,14 @@ struct WorkflowTransaction {
         for effect in effects {
             switch effect {
             case .announce(let announcement): tell(announcement.event)
-            case .startRun(let operation): tell(.taskStarted(operation.task))
-            case .finished(let task, let payload): tell(.taskFinished(task, result: payload?.result))
+            case .startRun(let operation): tell(.taskStarted(operation.takeUnretainedValue().task))
+            case .finished(let task, let payload):
+                tell(.taskFinished(task.takeUnretainedValue(), result: payload?.takeUnretainedValue().result))
             case .failed(let task, let payload):
-                tell(.taskFailed(task, error: payload.error))
-            case .cancelled(let task, _): tell(.taskCancelled(task))
-            case .retried(let task): tell(.taskRetried(task))
-            case .reset(let task): tell(.taskReset(task))
+                tell(.taskFailed(task.takeUnretainedValue(), error: payload.takeUnretainedValue().error))
+            case .cancelled(let task, _): tell(.taskCancelled(task.takeUnretainedValue()))
+            case .retried(let task): tell(.taskRetried(task.takeUnretainedValue()))
+            case .reset(let task): tell(.taskReset(task.takeUnretainedValue()))
             case .workflowFinished: tell(.workflowFinished)
             case .cancelPassedOn: break
             }
@@ -361,8 +468,13 @@ struct WorkflowTransaction {
 }
 
 /// What a finish hands to its hooks, delegate and events: the run's result and the task's
-/// delegate, read when the change was decided (a finish with neither has none).
+/// delegate, read when the change was decided (a finish with neither has none); for a cancel,
+/// the task's delegate only.
 final class WorkflowOutcomePayload {
+    /// `nil`, as a constant: passing a literal `nil` makes a temporary the caller then destroys
+    /// through the value witnesses of `(any Sendable)?`.
+    static let noResult: (any Sendable)? = nil
+
     let result: (any Sendable)?
     let delegate: (any WorkflowTaskDelegate)?
 
@@ -388,44 +500,46 @@ final class WorkflowFailurePayload {
 /// and one ended run, and then makes no array.
 struct WorkflowSmallList<Element>: Sequence {
     private(set) var first: Element?
-    /// `nil` (not an empty array) until a second element comes: destroying a list then releases
-    /// nothing more than its first element.
-    private var rest: [Element]?
+    /// Every element, the first included, once there are two or more; `nil` (not an empty array)
+    /// until then: destroying a list then releases nothing more than its first element, and a
+    /// list of many hands its array over as it is (``many``).
+    private var all: [Element]?
 
     var isEmpty: Bool { first == nil }
-    var hasMoreThanOne: Bool { rest != nil }
+    /// Every element, in order, if there are more than one; `nil` otherwise.
+    var many: [Element]? { all }
 
     mutating func append(_ element: Element) {
         if first == nil {
             first = element
-        } else if rest == nil {
-            rest = [element]
+        } else if all == nil {
+            all = [first!, element]
         } else {
-            rest!.append(element)
+            all!.append(element)
         }
     }
 
     func makeIterator() -> Iterator { Iterator(list: self) }
 
-    /// Calls `body` with each element in order, without copying it out first (iterating copies
-    /// each element, which for a ``WorkflowTransaction/Effect`` with a result is not cheap).
+    /// Calls `body` with each element in order, without making an iterator (which copies the
+    /// list, retaining its array).
     @inline(__always)
     func forEachElement(_ body: (Element) -> Void) {
-        guard let first else { return }
-        body(first)
-        guard let rest else { return }
-        for index in rest.indices { body(rest[index]) }
+        if let all {
+            for index in all.indices { body(all[index]) }
+        } else if let first {
+            body(first)
+        }
     }
 
     struct Iterator: IteratorProtocol {
         let list: WorkflowSmallList
-        var position = -1
+        var position = 0
 
         mutating func next() -> Element? {
             defer { position += 1 }
-            if position < 0 { return list.first }
-            guard let rest = list.rest else { return nil }
-            return position < rest.count ? rest[position] : nil
+            guard let all = list.all else { return position == 0 ? list.first : nil }
+            return position < all.count ? all[position] : nil
         }
     }
 }

@@ -87,4 +87,106 @@ struct WorkflowRunOperationTests {
         #expect(task.state == .cancelled)
         #expect(task.result == nil)
     }
+
+    // MARK: Keeping the workflow alive
+
+    /// A consumer of `workflow`'s events, whose latch opens when the stream ends: when the
+    /// workflow is released.
+    private func releaseLatch(_ workflow: Workflow) -> (Latch, Task<Void, Never>) {
+        let stream = workflow.events
+        let ended = Latch()
+        let consumer = Task {
+            for await _ in stream {}
+            ended.countDown()
+        }
+        return (ended, consumer)
+    }
+
+    @Test("a workflow nothing else holds lives while an asynchronous run executes, and is released once the run ends")
+    func keptAliveByAnAsynchronousRun() async throws {
+        let entered = Latch()
+        let held = Recorder<WorkflowTaskRun>()
+        // main() returns without finishing: the run goes on.
+        let task = ClosureTask(name: "asynchronous") { run in
+            held.record(run)
+            entered.countDown()
+        }
+        weak var weakWorkflow: Workflow?
+        let (ended, consumer): (Latch, Task<Void, Never>)
+        do {
+            let workflow = Workflow(name: "kept alive")
+            weakWorkflow = workflow
+            try workflow.add(task)
+            (ended, consumer) = releaseLatch(workflow)
+            workflow.start()
+        }
+        #expect(await entered.opened(within: workflowTimeout))
+        #expect(weakWorkflow != nil, "the executing run keeps its workflow")
+        #expect(task.state == .executing)
+        let run = try #require(held.values.first)
+        run.finish(with: 7)
+        #expect(task.state == .finished)
+        #expect(task.result as? Int == 7)
+        #expect(await reached(ended), "released once the run ended and its operation was done")
+        #expect(task.containingWorkflow == nil)
+        consumer.cancel()
+    }
+
+    @Test("a workflow whose run's operation is cancelled on the queue is released once the task is cancelled")
+    func releasedAfterItsOperationIsCancelled() async throws {
+        let queue = ConcurrentOperationQueue(name: "suspended")
+        queue.isSuspended = true
+        let ran = Latch()
+        let task = ClosureTask(name: "never runs") { run in
+            ran.countDown()
+            run.finish(with: nil)
+        }
+        weak var weakWorkflow: Workflow?
+        let (ended, consumer): (Latch, Task<Void, Never>)
+        do {
+            let workflow = Workflow(name: "cancelled on the queue", queue: queue)
+            weakWorkflow = workflow
+            try workflow.add(task)
+            (ended, consumer) = releaseLatch(workflow)
+            workflow.start()
+        }
+        #expect(task.state == .executing)
+        queue.cancelAllOperations()
+        #expect(weakWorkflow != nil, "its run's operation, still in the queue, keeps the workflow")
+        queue.isSuspended = false
+        #expect(await drained(queue))
+        #expect(task.state == .cancelled)
+        #expect(await reached(ended))
+        #expect(ran.count == 1, "main() never ran")
+        consumer.cancel()
+    }
+
+    @Test("a workflow whose run ended before the queue reached it lives until the operation has run, then is released")
+    func releasedAfterAnEndedRunsOperationRan() async throws {
+        let queue = ConcurrentOperationQueue(name: "suspended")
+        queue.isSuspended = true
+        let ran = Latch()
+        let task = ClosureTask(name: "reset before it runs") { run in
+            ran.countDown()
+            run.finish(with: nil)
+        }
+        weak var weakWorkflow: Workflow?
+        let (ended, consumer): (Latch, Task<Void, Never>)
+        do {
+            let workflow = Workflow(name: "reset before the queue", queue: queue)
+            weakWorkflow = workflow
+            try workflow.add(task)
+            (ended, consumer) = releaseLatch(workflow)
+            workflow.start()
+            task.reset()
+        }
+        #expect(task.state == .ready)
+        #expect(weakWorkflow != nil, "the ended run's operation, still in the queue, keeps the workflow")
+        queue.isSuspended = false
+        #expect(await drained(queue))
+        #expect(await reached(ended))
+        #expect(ran.count == 1, "main() of an ended run never runs")
+        #expect(task.state == .ready)
+        consumer.cancel()
+    }
 }
