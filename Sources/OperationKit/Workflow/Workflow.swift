@@ -48,6 +48,13 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
     /// `isHeld` flag says whether it is still held).
     @exclusivity(unchecked) var _isSuspended = false
     @exclusivity(unchecked) var heldIndices: [Int] = []
+    /// The started runs waiting for a runner, in the order they were started; those before
+    /// `pendingHead` were taken (Workflow+Runners.swift).
+    @exclusivity(unchecked) var pendingRuns: [PendingRun] = []
+    @exclusivity(unchecked) var pendingHead = 0
+    /// The runners taking runs: queued, or executing runs one after another (a runner that keeps
+    /// a run whose `main()` returned without ending it no longer counts).
+    @exclusivity(unchecked) var drainers = 0
     /// Swift tasks awaiting the workflow's outcome (WorkflowAwaiting.swift).
     var awaiters = WorkflowAwaiters<WorkflowOutcome>()
     /// The ``instrument`` (Observability/OperationInstrument+Telling.swift).

@@ -59,8 +59,13 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     @exclusivity(unchecked) var _result: (any Sendable)?
     @exclusivity(unchecked) var _error: (any Error)?
     @exclusivity(unchecked) var _finishTime: ContinuousClock.Instant?
-    /// The operation running the current run, finished when the run ends.
+    /// The runner executing the current run, from when it took the run; finished when the run
+    /// ends if the run's `main()` has returned (Workflow+Runners.swift).
     @exclusivity(unchecked) var runOperation: WorkflowRunOperation?
+    /// When the current run was started (queued for a runner) and when a runner took it
+    /// (``CoarseClock`` stamps; 0 for never), for snapshots.
+    @exclusivity(unchecked) var runQueuedStamp: UInt32 = 0
+    @exclusivity(unchecked) var runStartedStamp: UInt32 = 0
     weak var _delegate: (any WorkflowTaskDelegate)?
     /// Swift tasks awaiting the task's outcome (WorkflowAwaiting.swift).
     var awaiters = WorkflowAwaiters<WorkflowTaskOutcome>()
@@ -329,61 +334,106 @@ public struct WorkflowTaskRun: Sendable {
     }
 }
 
-/// The operation that executes one run of a task on the workflow's queue: it calls the task's
-/// `main()` (unless the run is already over) and finishes when the run ends.
+/// A runner: an operation on the workflow's queue that takes the workflow's started runs, in the
+/// order they were started, and executes them one after another (see Architecture.md, "Workflow
+/// runners"). It holds one slot of the queue, like any operation: a workflow runs at most
+/// `maxConcurrentOperationCount` runs at once, and a run whose `main()` returns without finishing
+/// keeps the runner — and its slot — until the run ends.
 ///
-/// Who finishes it is settled by two flags, without the workflow's lock: `over` (set under the
-/// lock by the change that ends the run) and `began` (set by `execute()` before it looks at
-/// `over`). A run ended before `execute()` began is finished by `execute()`, without `main()`. A
-/// run ended on the thread running its `main()` (the common case: the body finishes its run) is
-/// finished by `execute()` once `main()` returns, as the worker's last step, so the queue's part
-/// of the finish is done in the worker's own critical section. A run ended on another thread
-/// after `execute()` began is finished by that change's effects, at once (its `main()` may still
-/// be running or waiting); `execute()` may then try too, once `main()` returns, and the later of
-/// the two finishes does nothing.
+/// A workflow starts a runner for each run it starts while it has fewer runners taking runs than
+/// the queue's limit. A runner stops taking runs when none is left, when the queue is suspended
+/// or its limit is below the workflow's runners, after `turn` runs (it makes way for the queue's
+/// other work, as a queue worker does), when it is cancelled (it then cancels the runs still
+/// waiting, as cancelling the queue's operations did when each run was an operation of its own),
+/// and when a run does not end in its `main()`; in every case but the last two another runner is
+/// queued if runs are left.
+///
+/// Who finishes the runner once it keeps a run is settled by the flags `over`, `began` and
+/// `external` of the run it executes (reset for each run): `began` is set under the workflow's
+/// lock when the run is taken, `over` by the change that ends the run, also under that lock. A
+/// run ended on the runner's own thread, in its `main()` (the usual case), lets the runner go on
+/// once `main()` returns. A run ended on another thread while its `main()` runs, or after it
+/// returned without ending it, finishes the runner in that change's effects, at once, so that the
+/// slot is free (`external`); the runner then takes no more runs.
 final class WorkflowRunOperation: ConcurrentOperation, @unchecked Sendable {
-    let task: WorkflowTask
-    let run: Int
-    /// Keeps the workflow alive while the run is in its queue (tasks hold their workflow weakly).
+    /// The task and the number of the run the runner executes now (or executed last). Written by
+    /// the runner's thread under the workflow's lock when it takes a run; read on that thread (by
+    /// `currentRun`, `finish(with:)` and the like, through `ExecutingRun`).
+    @exclusivity(unchecked) var task: WorkflowTask?
+    @exclusivity(unchecked) var run = 0
+    /// Keeps the workflow alive while the runner is in its queue (tasks hold their workflow weakly).
     let workflow: Workflow
     /// `workflow`, for reaching it without a retain while the operation is alive (the strong
     /// reference above keeps it).
     let unretainedWorkflow: Unmanaged<Workflow>
-    /// `over` and `began` (see the type's comment).
+    /// `over`, `began` and `external` of the current run (see the type's comment).
     private let runFlags = Atomic<UInt8>(0)
     private static let over: UInt8 = 1
     private static let began: UInt8 = 2
+    private static let external: UInt8 = 4
+    /// Set by `cancel()`: the runner takes no more runs, and cancels those waiting.
+    private let cancelRequested = Atomic<Bool>(false)
+    /// Runs a runner executes before it makes way.
+    static let turn = 64
 
-    /// Named after its task (the run's number is ``run``).
-    init(task: WorkflowTask, run: Int, workflow: Workflow) {
-        self.task = task
-        self.run = run
+    init(workflow: Workflow) {
         self.workflow = workflow
         unretainedWorkflow = Unmanaged.passUnretained(workflow)
-        super.init(name: task.name)
+        super.init(name: workflow.runnerName)
     }
 
-    /// The operation was cancelled on its queue before it executed: the run cannot happen, so the
-    /// task is cancelled (if this is still its current run) instead of staying executing.
+    /// Cancelled while waiting in its queue: it finishes without executing, gives up its place
+    /// among the workflow's runners, and the runs waiting for a runner are cancelled.
     override func didFinishWithoutExecuting() {
-        workflow.perform { $0.cancelRun(task, run: run) }
+        workflow.runnerLeft(cancellingPendingRuns: true)
+    }
+
+    override func cancel() {
+        cancelRequested.store(true, ordering: .releasing)
+        super.cancel()
     }
 
     override func execute() {
-        if runFlags.bitwiseOr(Self.began, ordering: .acquiringAndReleasing).oldValue & Self.over != 0 {
+        var taken = 0
+        while true {
+            guard let (task, run) = workflow.takeRun(for: self, taken: taken,
+                                                     cancelled: cancelRequested.load(ordering: .acquiring)) else {
+                finishAfterStart(asLastStep: true)
+                return
+            }
+            taken += 1
+            ExecutingRun.with(self) { task.main(executing: WorkflowTaskRun(task: task, number: run)) }
+            if runFlags.load(ordering: .acquiring) & (Self.over | Self.external) == Self.over {
+                // Ended in its `main()`, on this thread: the next one.
+                continue
+            }
+            // Ended elsewhere (this operation is being finished there), or not ended yet (this
+            // operation stays with the run until it ends): no more runs for this runner.
+            if workflow.runnerKeepsRun(self) { return }
             finishAfterStart(asLastStep: true)
             return
         }
-        ExecutingRun.with(self) { task.main(executing: WorkflowTaskRun(task: task, number: run)) }
-        if runFlags.load(ordering: .acquiring) & Self.over != 0 { finishAfterStart(asLastStep: true) }
     }
 
+    /// Under the workflow's lock, when the runner takes `run` of `task`.
+    func beganLocked(_ task: WorkflowTask, run: Int) {
+        self.task = task
+        self.run = run
+        runFlags.store(Self.began, ordering: .releasing)
+    }
+
+    /// Under the workflow's lock: whether the current run was ended (by any thread).
+    var isRunOverLocked: Bool { runFlags.load(ordering: .acquiring) & Self.over != 0 }
+
     /// Under the workflow's lock, by the change that ends the run: marks it over. Returns whether
-    /// that change must finish the operation in its effects: only if `execute()` has begun and
-    /// this thread is not the one running the run's `main()` (otherwise `execute()` finishes it).
+    /// that change must finish the operation in its effects: only if the run has begun and this
+    /// thread is not the one running the run's `main()` (otherwise the runner goes on, or finishes
+    /// itself once it has no more runs to take).
     func endRunLocked() -> Bool {
-        let flags = runFlags.bitwiseOr(Self.over, ordering: .acquiringAndReleasing).oldValue
-        return flags & Self.began != 0 && !ExecutingRun.holds(self)
+        let external = !ExecutingRun.holds(self)
+        let flags = runFlags.bitwiseOr(external ? Self.over | Self.external : Self.over,
+                                       ordering: .acquiringAndReleasing).oldValue
+        return flags & Self.began != 0 && external
     }
 }
 

@@ -8,9 +8,8 @@ struct WorkflowTransaction {
     /// ``WorkflowOutcomePayload``, made only for a finish with a result or a delegate.
     enum Effect {
         case announce(Announcement)
-        /// A run started: only for its event, so only noted when someone listens (the run itself
-        /// is in `startedRuns`).
-        case startRun(WorkflowRunOperation)
+        /// A run of the task started: only for its event, so only noted when someone listens.
+        case startRun(WorkflowTask)
         /// The finished, failed or cancelled task, with its delegate read when the change was
         /// decided (under the lock the change already holds).
         case finished(WorkflowTask, WorkflowOutcomePayload?)
@@ -25,7 +24,8 @@ struct WorkflowTransaction {
 
     let workflow: Workflow
     private(set) var effects = WorkflowSmallList<Effect>()
-    /// The operations of the runs started, to queue, and of the runs ended, to finish.
+    /// The runners made for the runs started, to add to the queue, and those of the runs ended,
+    /// to finish.
     private var startedRuns = WorkflowSmallList<WorkflowRunOperation>()
     private var endedRuns = WorkflowSmallList<WorkflowRunOperation>()
     /// The event streams and listeners to tell, read under the lock at the end of the decisions
@@ -97,11 +97,9 @@ struct WorkflowTransaction {
         }
         guard let run = task.lifecycle.start() else { return }
         transitioned(task, from: .ready, to: .executing)
-        let operation = WorkflowRunOperation(task: task, run: run, workflow: workflow)
-        task.runOperation = operation
         workflow.executingCount += 1
-        startedRuns.append(operation)
-        if !workflow.streams.isEmpty || !workflow.listeners.isEmpty { effects.append(.startRun(operation)) }
+        if let runner = workflow.queueRunLocked(task, run: run) { startedRuns.append(runner) }
+        if !workflow.streams.isEmpty || !workflow.listeners.isEmpty { effects.append(.startRun(task)) }
     }
 
     /// Resumes the workflow: starts the held tasks that are still ready, in the order they were
@@ -145,12 +143,12 @@ struct WorkflowTransaction {
         effects.append(.failed(task, WorkflowFailurePayload(error: error, delegate: task._delegate)))
     }
 
-    /// Cancels `task` if `run` is its current, executing run (its operation was cancelled on the
-    /// queue).
-    mutating func cancelRun(_ task: WorkflowTask, run: Int) {
-        guard task.isIn(workflow), task.lifecycle.state == .executing, task.lifecycle.run == run else { return }
-        task.runOperation = nil  // already finished
-        cancel(from: [task])
+    /// Cancels the runs waiting for a runner (a runner was cancelled on the queue), with their
+    /// dependents.
+    mutating func cancelPendingRuns() {
+        var tasks: [WorkflowTask] = []
+        while let next = workflow.takePendingRunLocked() { tasks.append(next.task) }
+        if !tasks.isEmpty { cancel(from: tasks) }
     }
 
     /// Cancels `roots` and all their dependents.
@@ -345,7 +343,7 @@ struct WorkflowTransaction {
         for effect in effects {
             switch effect {
             case .announce(let announcement): tell(announcement.event)
-            case .startRun(let operation): tell(.taskStarted(operation.task))
+            case .startRun(let task): tell(.taskStarted(task))
             case .finished(let task, let payload): tell(.taskFinished(task, result: payload?.result))
             case .failed(let task, let payload):
                 tell(.taskFailed(task, error: payload.error))

@@ -1,11 +1,12 @@
-// When a run's operation finishes: once main() returns for a run ended on its own thread, at the
-// end of the change for one ended elsewhere after main() returned.
+// When a run gives back its place on the queue: a runner goes on to the next run once main()
+// returns for a run ended on its own thread; a run ended elsewhere frees its runner's place at the
+// end of that change.
 
 import OperationKit
 import OperationKitTestSupport
 import Testing
 
-@Suite("Workflow run operations: when a run's place on the queue is freed", .offThePool)
+@Suite("Workflow runners: when a run's place on the queue is freed", .offThePool)
 struct WorkflowRunOperationTests {
     @Test("a run finished inside main() keeps its operation until main() returns; the dependent then runs")
     func finishedInsideMainKeepsItsOperation() async throws {
@@ -24,9 +25,11 @@ struct WorkflowRunOperationTests {
         workflow.start()
         #expect(await finished.opened(within: workflowTimeout))
         #expect(first.state == .finished)
-        // The dependent's run is queued, and waits for the place first's operation still holds.
+        // The dependent's run is started, and waits for the workflow's only runner (the queue's
+        // limit is 1), which is still in first's main().
         #expect(second.state == .executing)
-        #expect(queue.operationCount == 2)
+        #expect(queue.operationCount == 1)
+        #expect(workflow.snapshot().operations.first { $0.name == "second" }?.sinceStarted == nil)
         release.open()
         #expect(await drained(queue))
         #expect(second.state == .finished)

@@ -1,0 +1,121 @@
+// Workflow+Runners: the started runs waiting for a runner, and the runners that take them (see
+// WorkflowRunOperation and Architecture.md, "Workflow runners").
+
+/// A started run waiting for a runner: its task's index in the workflow (the workflow holds its
+/// tasks, so the list holds no reference of its own) and the run's number.
+struct PendingRun {
+    let index: Int
+    let run: Int
+}
+
+extension Workflow {
+    /// The name of the workflow's runners on its queue.
+    var runnerName: String { "runs of \(name)" }
+
+    /// Under the lock: the number of entries in `pendingRuns` not taken yet (some may be over).
+    var pendingRunCount: Int { pendingRuns.count - pendingHead }
+
+    /// Under the lock: queues `run` of `task`, just started, for a runner; returns a new runner
+    /// to add to the queue if the workflow has fewer runners taking runs than the queue's limit.
+    func queueRunLocked(_ task: WorkflowTask, run: Int) -> WorkflowRunOperation? {
+        task.runQueuedStamp = CoarseClock.stamp()
+        pendingRuns.append(PendingRun(index: task.index, run: run))
+        guard drainers < queue.limitMirror.load(ordering: .acquiring) else { return nil }
+        drainers += 1
+        return WorkflowRunOperation(workflow: self)
+    }
+
+    /// Under the lock: the next waiting run that is still its task's current, executing run, or
+    /// `nil`. Runs ended while they waited (cancelled, reset) are dropped on the way.
+    func takePendingRunLocked() -> (task: WorkflowTask, run: Int)? {
+        while pendingHead < pendingRuns.count {
+            let next = pendingRuns[pendingHead]
+            pendingHead += 1
+            if pendingHead == pendingRuns.count {
+                // A long list's storage is given back; a short one's is kept for the next runs.
+                pendingRuns.removeAll(keepingCapacity: pendingRuns.count <= 1_024)
+                pendingHead = 0
+            }
+            let task = tasks[next.index]
+            if task.lifecycle.state == .executing && task.lifecycle.run == next.run && task.runOperation == nil {
+                return (task, next.run)
+            }
+        }
+        return nil
+    }
+
+    /// Under the lock: a runner stops taking runs. If runs still wait and the workflow may have
+    /// another runner, returns a new one to add to the queue.
+    private func replaceRunnerLocked() -> WorkflowRunOperation? {
+        drainers -= 1
+        guard pendingRunCount > 0, drainers < queue.limitMirror.load(ordering: .acquiring) else { return nil }
+        drainers += 1
+        return WorkflowRunOperation(workflow: self)
+    }
+
+    /// Adds a runner made under the lock to the queue (without the lock). It cannot be refused:
+    /// it was just made, is in no queue and has no dependencies.
+    private func addRunner(_ runner: WorkflowRunOperation?) {
+        if let runner { try? queue.addOperation(runner) }
+    }
+
+    /// The next run for `runner`, which has executed `taken` runs in this turn, or `nil` when the
+    /// runner stops: nothing waits; the queue is suspended or its limit is below the runners;
+    /// the turn is over; or the runner was cancelled (the waiting runs are then cancelled). A
+    /// runner that stops while runs wait is replaced (the new one waits in the queue like any
+    /// operation).
+    func takeRun(for runner: WorkflowRunOperation, taken: Int, cancelled: Bool) -> (WorkflowTask, Int)? {
+        if cancelled {
+            runnerLeft(cancellingPendingRuns: true)
+            return nil
+        }
+        let queue = queue
+        enum Decision {
+            case run(WorkflowTask, Int)
+            case stop(WorkflowRunOperation?)
+        }
+        let decision: Decision = lock.withLock {
+            if queue.suspendedMirror.load(ordering: .acquiring) || taken >= WorkflowRunOperation.turn
+                || drainers > queue.limitMirror.load(ordering: .acquiring) {
+                return .stop(replaceRunnerLocked())
+            }
+            guard let next = takePendingRunLocked() else {
+                drainers -= 1
+                return .stop(nil)
+            }
+            next.task.runOperation = runner
+            next.task.runStartedStamp = CoarseClock.stamp()
+            runner.beganLocked(next.task, run: next.run)
+            return .run(next.task, next.run)
+        }
+        switch decision {
+        case .run(let task, let run):
+            return (task, run)
+        case .stop(let replacement):
+            addRunner(replacement)
+            return nil
+        }
+    }
+
+    /// After the `main()` of `runner`'s run returned without the run ending on that thread: the
+    /// runner takes no more runs (another is queued if runs wait). Returns whether it keeps the
+    /// run — it did not end: the runner's operation finishes when it does — or not (it ended on
+    /// another thread, which finishes the operation; the runner may finish it too).
+    func runnerKeepsRun(_ runner: WorkflowRunOperation) -> Bool {
+        let (keeps, replacement) = lock.withLock { () -> (Bool, WorkflowRunOperation?) in
+            (!runner.isRunOverLocked, replaceRunnerLocked())
+        }
+        addRunner(replacement)
+        return keeps
+    }
+
+    /// A runner leaves without taking a run: it was cancelled (in its queue, or before it took
+    /// its next run). With `cancellingPendingRuns`, the runs waiting for a runner are cancelled,
+    /// with their dependents, as if each had been an operation cancelled on its queue.
+    func runnerLeft(cancellingPendingRuns: Bool) {
+        perform { transaction in
+            drainers -= 1
+            if cancellingPendingRuns { transaction.cancelPendingRuns() }
+        }
+    }
+}
