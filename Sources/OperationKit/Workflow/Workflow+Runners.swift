@@ -61,21 +61,23 @@ extension Workflow {
 
     /// The next run for `runner`, which has executed `taken` runs in this turn, or `nil` when the
     /// runner stops: nothing waits; the queue is suspended or its limit is below the runners;
-    /// the turn is over; or the runner was cancelled (the waiting runs are then cancelled). A
-    /// runner that stops while runs wait is replaced (the new one waits in the queue like any
-    /// operation).
+    /// the turn is over; or the runner was cancelled. A runner that stops while runs wait is
+    /// replaced (the new one waits in the queue like any operation).
     func takeRun(for runner: WorkflowRunOperation, taken: Int, cancelled: Bool) -> (WorkflowTask, Int)? {
-        if cancelled {
-            runnerLeft(cancellingPendingRuns: true)
-            return nil
-        }
         let queue = queue
         enum Decision {
             case run(WorkflowTask, Int)
             case stop(WorkflowRunOperation?)
         }
+        if taken >= WorkflowRunOperation.turn {
+            // A worker's turn of runs: the worker makes way after this runner (see
+            // `ConcurrentOperationQueue.runWorker(handedOff:)`), and the runs left go to another.
+            queue.workerMakeWay.store(true, ordering: .relaxed)
+            addRunner(lock.withLock { replaceRunnerLocked() })
+            return nil
+        }
         let decision: Decision = lock.withLock {
-            if queue.suspendedMirror.load(ordering: .acquiring) || taken >= WorkflowRunOperation.turn
+            if cancelled || queue.suspendedMirror.load(ordering: .acquiring)
                 || drainers > queue.limitMirror.load(ordering: .acquiring) {
                 return .stop(replaceRunnerLocked())
             }
@@ -109,13 +111,9 @@ extension Workflow {
         return keeps
     }
 
-    /// A runner leaves without taking a run: it was cancelled (in its queue, or before it took
-    /// its next run). With `cancellingPendingRuns`, the runs waiting for a runner are cancelled,
-    /// with their dependents, as if each had been an operation cancelled on its queue.
-    func runnerLeft(cancellingPendingRuns: Bool) {
-        perform { transaction in
-            drainers -= 1
-            if cancellingPendingRuns { transaction.cancelPendingRuns() }
-        }
+    /// A runner leaves without executing: it was cancelled in its queue. If runs wait (started
+    /// since the cancel), another runner is queued.
+    func runnerLeft() {
+        addRunner(lock.withLock { replaceRunnerLocked() })
     }
 }

@@ -343,10 +343,10 @@ public struct WorkflowTaskRun: Sendable {
 /// A workflow starts a runner for each run it starts while it has fewer runners taking runs than
 /// the queue's limit. A runner stops taking runs when none is left, when the queue is suspended
 /// or its limit is below the workflow's runners, after `turn` runs (it makes way for the queue's
-/// other work, as a queue worker does), when it is cancelled (it then cancels the runs still
-/// waiting, as cancelling the queue's operations did when each run was an operation of its own),
-/// and when a run does not end in its `main()`; in every case but the last two another runner is
-/// queued if runs are left.
+/// other work, as a queue worker does), when it was cancelled (which cancels the runs waiting at
+/// that moment, as cancelling the queue's operations did when each run was an operation of its
+/// own), and when a run does not end in its `main()`; in every case another runner is queued if
+/// runs are left.
 ///
 /// Who finishes the runner once it keeps a run is settled by the flags `over`, `began` and
 /// `external` of the run it executes (reset for each run): `began` is set under the workflow's
@@ -382,15 +382,19 @@ final class WorkflowRunOperation: ConcurrentOperation, @unchecked Sendable {
         super.init(name: workflow.runnerName)
     }
 
-    /// Cancelled while waiting in its queue: it finishes without executing, gives up its place
-    /// among the workflow's runners, and the runs waiting for a runner are cancelled.
+    /// Cancelled while waiting in its queue: it finishes without executing and gives up its
+    /// place among the workflow's runners (the runs waiting were cancelled with it).
     override func didFinishWithoutExecuting() {
-        workflow.runnerLeft(cancellingPendingRuns: true)
+        workflow.runnerLeft()
     }
 
+    /// Cancels the runner, and with it the runs waiting for a runner now (with their dependents),
+    /// as cancelling the queue's operations cancels the operations waiting in it. The run it
+    /// executes goes on; the runner then stops, and runs started later get another runner.
     override func cancel() {
         cancelRequested.store(true, ordering: .releasing)
         super.cancel()
+        workflow.perform { $0.cancelPendingRuns() }
     }
 
     override func execute() {
