@@ -12,18 +12,23 @@ import Synchronization
 /// ```
 ///
 /// Tasks run as soon as their prerequisites have finished successfully, independent ones
-/// concurrently, each run as an operation on ``queue``. A failed task stops its dependents (they
+/// concurrently, on ``queue``: the workflow's runners, operations on that queue, take the started
+/// runs in the order they started, each holding one of its places while it executes a run (see
+/// `Documentation/Workflows.md`, "Runs share runners"). A failed task stops its dependents (they
 /// stay pending); a cancelled one cancels them. The workflow has finished when every task without
 /// dependents has finished. It can be cancelled, retried, reset and started again.
 ///
 /// Every method may be called from any thread. Each workflow has one lock for its state and its
 /// tasks' (a sub-workflow has its own), and no code of yours runs under it: hooks, delegates and events are called on the thread that
-/// caused the change, after it. Tasks hold their workflow weakly; each run's operation holds it
-/// until the run ends, so a running workflow stays alive.
+/// caused the change, after it. Tasks hold their workflow weakly; its runners hold it while they
+/// are in its queue, and a run keeps its runner until it ends, so a running workflow stays alive.
 public final class Workflow: @unchecked Sendable {  // mutable state is protected by `lock`
     /// A name for logs, errors and diagrams.
     public let name: String
-    /// The queue the tasks' runs execute on: each run is one operation on it.
+    /// The queue the tasks' runs execute on, taken by the workflow's runners: operations on it
+    /// named "runs of" and the workflow's name, each holding one place while it executes a run.
+    /// Suspending the queue holds back the runs that have not begun; its limit bounds the runs in
+    /// progress; cancelling its operations cancels the runs waiting for a runner.
     public let queue: ConcurrentOperationQueue
 
     /// The lock of the workflow's state and of its tasks' (WorkflowLock.swift).
@@ -343,7 +348,7 @@ public enum WorkflowEvent: Sendable, CustomStringConvertible {
     /// ``Workflow/start()``, ``Workflow/cancel()``, ``Workflow/retry()`` or ``Workflow/reset()``
     /// was called: told before any task changes.
     case willStart, willCancel, willRetry, willReset
-    /// A run of the task started: it is executing, and its operation is queued once the change's
+    /// A run of the task started: it is executing, and its run goes to the runners once the change's
     /// hooks and delegates have run.
     case taskStarted(WorkflowTask)
     /// A run of the task finished with `result`.

@@ -1,5 +1,5 @@
 // WorkflowTask: one re-runnable step of a workflow — its state, the hooks for subclasses, reading
-// and control — and WorkflowTaskRun and the operation that runs it.
+// and control — and WorkflowTaskRun and the runner, the operation that runs it.
 
 import Dispatch
 import Synchronization
@@ -24,7 +24,8 @@ import Synchronization
 /// A task does nothing until it is added to a workflow
 /// (``Workflow/add(_:prerequisites:keyedPrerequisites:)``). It then starts when it is started (by
 /// ``start()`` or ``Workflow/start()``) and ready, or as soon as its last unfinished prerequisite
-/// finishes; each run executes as an operation on the workflow's ``Workflow/queue``. Its state
+/// finishes; each run executes on the workflow's ``Workflow/queue``, taken by one of the workflow's
+/// runners. Its state
 /// follows Task.framework's table (``WorkflowTaskState``); ``cancel()``, ``retry()`` and
 /// ``reset()`` reach all its dependents. A finish or fail from a run that was cancelled or reset
 /// is ignored.
@@ -83,8 +84,8 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     /// The work of one run. Finish or fail the run when the work is done — now or later, from any
     /// thread — through ``currentRun``, read here before any asynchronous work, or through
     /// ``finish(with:)`` and ``fail(with:)``. A run that is never finished or failed keeps the
-    /// task executing and its operation on the queue; a run finished here, before `main()`
-    /// returns, keeps its operation until `main()` returns. The default finishes at once without a
+    /// task executing and its runner's place on the queue; a run finished here, before `main()`
+    /// returns, keeps its place until `main()` returns. The default finishes at once without a
     /// result; overrides do not call it.
     ///
     /// Runs on a worker of the workflow's ``Workflow/queue``, once per run. It is not called for a
@@ -94,7 +95,7 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
         finish(with: nil)
     }
 
-    /// What a run's operation calls, with `run` as this thread's executing run: ``main()``. A
+    /// What a runner calls, with `run` as this thread's executing run: ``main()``. A
     /// kind of task that hands the run to its work (``ClosureTask``) takes it from here instead
     /// of reading ``currentRun``, which looks it up again.
     func main(executing run: WorkflowTaskRun) {
@@ -165,7 +166,7 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     /// first run its ``WorkflowTaskRun/number`` is 0, and finishing through it does nothing.)
     public var currentRun: WorkflowTaskRun {
         // Inside `main()` (on the thread running it), the run being executed: the task may have
-        // been reset and started again since that run's operation began.
+        // been reset and started again since its runner took that run.
         if let number = executingRunNumber { return WorkflowTaskRun(task: self, number: number) }
         return WorkflowTaskRun(task: self, number: withTaskLock { lifecycle.run })
     }
@@ -217,7 +218,7 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     /// that have not finished. Finished and failed tasks keep their state (a ``SubworkflowTask``
     /// still passes the cancel on to its sub-workflow).
     ///
-    /// An executing run is over at once (its operation finishes at the end of the change, or when
+    /// An executing run is over at once (its runner's place is freed at the end of the change, or when
     /// ``main()`` returns if this is called inside that run's `main()`), but ``main()`` is not
     /// interrupted; a late finish or fail from the cancelled run is ignored.
     /// Events, hooks and delegates are called on the calling thread before this returns.
@@ -239,7 +240,7 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     /// dependents, direct or not. A dependent that was ready becomes pending, since this task is
     /// no longer finished (Task.framework 1.1's reset fix).
     ///
-    /// An executing run is over at once (its operation finishes at the end of the change, or when
+    /// An executing run is over at once (its runner's place is freed at the end of the change, or when
     /// ``main()`` returns if this is called inside that run's `main()`), but ``main()`` is not
     /// interrupted; a late finish or fail from it is ignored. A pending task has
     /// nothing to reset: it keeps its state and its ``didReset()`` is not called, but the reset
@@ -263,8 +264,8 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     /// operation holds (a task never leaves its workflow), without the lock and without making a
     /// retained optional of it; elsewhere ``attachedWorkflow``, if the task is in a live workflow.
     ///
-    /// On the run's thread neither the operation nor the workflow is retained: `execute()` keeps
-    /// the operation alive while `main()` runs, and the operation keeps the workflow (a workflow,
+    /// On the run's thread neither the runner nor the workflow is retained: `execute()` keeps
+    /// the runner alive while `main()` runs, and the runner keeps the workflow (a workflow,
     /// weakly referenced by its tasks, has a side table, so each retain and release of it takes
     /// the runtime's slow path).
     @inline(__always)
@@ -441,6 +442,6 @@ final class WorkflowRunOperation: ConcurrentOperation, @unchecked Sendable {
     }
 }
 
-/// The run operation whose task's `main()` runs on this thread: `currentRun`, `finish(with:)` and
+/// The runner whose run's `main()` runs on this thread: `currentRun`, `finish(with:)` and
 /// `fail(with:)` called there belong to that run, not to a newer one.
 let ExecutingRun = ThreadLocalReference<WorkflowRunOperation>()

@@ -1,7 +1,7 @@
 /// One change to a workflow: decided under the workflow's lock (the `mutating func`s), then
 /// performed without it (``performEffects()``): first every event, then the hooks and
-/// delegates, each pass in the order decided; then the new runs are queued and, last, the
-/// operations of the ended runs finish.
+/// delegates, each pass in the order decided; then the new runners are queued and, last, the
+/// runners of the ended runs finish.
 struct WorkflowTransaction {
     /// An effect holds class references only (and one-byte announcements), so copying one is a
     /// few retains: a finish's result and a failure's error, existentials of any size, are in a
@@ -317,17 +317,17 @@ struct WorkflowTransaction {
                 break
             }
         }
-        // New runs are added before the ended ones' operations finish, so the workflow's queue is
-        // never empty in the middle of a workflow. They cannot be refused: each run operation was
-        // just made, is in no queue and nothing depends on it, so it closes no cycle (the
-        // workflow orders its tasks itself). Several are added in one batch.
+        // New runners are added before the ended runs' runners finish, so the workflow's queue is
+        // never empty in the middle of a workflow. They cannot be refused: each runner was just
+        // made, is in no queue and nothing depends on it, so it closes no cycle (the workflow
+        // orders its tasks itself). Several are added in one batch.
         if startedRuns.hasMoreThanOne {
             try? workflow.queue.addOperations(startedRuns.map { $0 as ConcurrentOperation }, waitUntilFinished: false)
         } else if let run = startedRuns.first {
             try? workflow.queue.addOperation(run)
         }
-        // Only the runs whose `execute()` has begun on another thread: the others finish in their
-        // own `execute()`, before `main()` or once it returns (see WorkflowRunOperation).
+        // Only the runners of runs ended on another thread than the one running the run's
+        // `main()`: the others go on to their next run (see WorkflowRunOperation).
         endedRuns.forEachElement { operation in operation.finish() }
         // Last, once the change's hooks and delegates have run (a failure retried by its
         // delegate is then no longer an outcome): resume the Swift tasks awaiting an outcome.
