@@ -44,9 +44,11 @@ extension Workflow {
         return nil
     }
 
-    /// Under the lock: a runner stops taking runs. If runs still wait and the workflow may have
-    /// another runner, returns a new one to add to the queue.
-    private func replaceRunnerLocked() -> WorkflowRunOperation? {
+    /// Under the lock: `runner` stops taking runs (if it has not already). If runs still wait and
+    /// the workflow may have another runner, returns a new one to add to the queue.
+    func runnerStoppedLocked(_ runner: WorkflowRunOperation) -> WorkflowRunOperation? {
+        guard runner.takesRuns else { return nil }
+        runner.takesRuns = false
         drainers -= 1
         guard pendingRunCount > 0, drainers < queue.limitMirror.load(ordering: .acquiring) else { return nil }
         drainers += 1
@@ -73,15 +75,16 @@ extension Workflow {
             // A worker's turn of runs: the worker makes way after this runner (see
             // `ConcurrentOperationQueue.runWorker(handedOff:)`), and the runs left go to another.
             queue.workerMakeWay.store(true, ordering: .relaxed)
-            addRunner(lock.withLock { replaceRunnerLocked() })
+            addRunner(lock.withLock { runnerStoppedLocked(runner) })
             return nil
         }
         let decision: Decision = lock.withLock {
             if cancelled || queue.suspendedMirror.load(ordering: .acquiring)
                 || drainers > queue.limitMirror.load(ordering: .acquiring) {
-                return .stop(replaceRunnerLocked())
+                return .stop(runnerStoppedLocked(runner))
             }
             guard let next = takePendingRunLocked() else {
+                runner.takesRuns = false
                 drainers -= 1
                 return .stop(nil)
             }
@@ -105,7 +108,7 @@ extension Workflow {
     /// another thread, which finishes the operation; the runner may finish it too).
     func runnerKeepsRun(_ runner: WorkflowRunOperation) -> Bool {
         let (keeps, replacement) = lock.withLock { () -> (Bool, WorkflowRunOperation?) in
-            (!runner.isRunOverLocked, replaceRunnerLocked())
+            (!runner.isRunOverLocked, runnerStoppedLocked(runner))
         }
         addRunner(replacement)
         return keeps
@@ -113,7 +116,7 @@ extension Workflow {
 
     /// A runner leaves without executing: it was cancelled in its queue. If runs wait (started
     /// since the cancel), another runner is queued.
-    func runnerLeft() {
-        addRunner(lock.withLock { replaceRunnerLocked() })
+    func runnerLeft(_ runner: WorkflowRunOperation) {
+        addRunner(lock.withLock { runnerStoppedLocked(runner) })
     }
 }

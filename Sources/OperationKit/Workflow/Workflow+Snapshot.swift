@@ -59,9 +59,23 @@ extension Workflow {
         let waitingRunner = queued.operations.first {
             runners.contains($0.id) && $0.state != .executing && $0.state != .finishing && $0.state != .finished
         }
-        let runBlockers = waitingRunner.map { runner in
-            runner.blockers.map { $0.mapReferences { taskOfRunner[$0.id] ?? $0 } }
-        } ?? []
+        let runBlockers: [OperationSnapshot.Blocker]
+        if let waitingRunner {
+            runBlockers = waitingRunner.blockers.map { $0.mapReferences { taskOfRunner[$0.id] ?? $0 } }
+        } else {
+            // No runner waits: the workflow's runners are all busy, since it has as many as the
+            // queue's limit allows (or one is being queued right now). The run waits for the
+            // operations holding the queue's places, or for the queue's suspension.
+            let holding = queued.operations.filter { $0.state == .executing || $0.state == .finishing }
+            if queued.isSuspended {
+                runBlockers = [.queueSuspended(queued.name)]
+            } else if !holding.isEmpty && holding.count >= queued.maxConcurrentOperationCount {
+                runBlockers = [.concurrencyLimit(
+                    queued.maxConcurrentOperationCount, heldBy: holding.map { taskOfRunner[$0.id] ?? $0.reference })]
+            } else {
+                runBlockers = []
+            }
+        }
         var operations: [OperationSnapshot] = []
         operations.reserveCapacity(facts.count)
         for (index, task) in facts.enumerated() {

@@ -374,6 +374,9 @@ final class WorkflowRunOperation: ConcurrentOperation, @unchecked Sendable {
     private static let external: UInt8 = 4
     /// Set by `cancel()`: the runner takes no more runs, and cancels those waiting.
     private let cancelRequested = Atomic<Bool>(false)
+    /// Whether the runner counts among the workflow's runners taking runs (`Workflow.drainers`):
+    /// from when it is made until it stops taking runs. Under the workflow's lock.
+    @exclusivity(unchecked) var takesRuns = true
     /// Runs a runner executes before it makes way.
     static let turn = 64
 
@@ -386,7 +389,7 @@ final class WorkflowRunOperation: ConcurrentOperation, @unchecked Sendable {
     /// Cancelled while waiting in its queue: it finishes without executing and gives up its
     /// place among the workflow's runners (the runs waiting were cancelled with it).
     override func didFinishWithoutExecuting() {
-        workflow.runnerLeft()
+        workflow.runnerLeft(self)
     }
 
     /// Cancels the runner, and with it the runs waiting for a runner now (with their dependents),
@@ -399,25 +402,25 @@ final class WorkflowRunOperation: ConcurrentOperation, @unchecked Sendable {
     }
 
     override func execute() {
-        var taken = 0
-        while true {
-            guard let (task, run) = workflow.takeRun(for: self, taken: taken,
-                                                     cancelled: cancelRequested.load(ordering: .acquiring)) else {
-                finishAfterStart(asLastStep: true)
-                return
+        // The thread-local marks this runner for all its runs: between two runs no code of the
+        // user's runs on this thread, and each run's task and number are the runner's fields.
+        let keepsRun = ExecutingRun.with(self) { () -> Bool in
+            var taken = 0
+            while let (task, run) = workflow.takeRun(for: self, taken: taken,
+                                                     cancelled: cancelRequested.load(ordering: .acquiring)) {
+                taken += 1
+                task.main(executing: WorkflowTaskRun(task: task, number: run))
+                if runFlags.load(ordering: .acquiring) & (Self.over | Self.external) == Self.over {
+                    // Ended in its `main()`, on this thread: the next one.
+                    continue
+                }
+                // Ended elsewhere (this operation is being finished there), or not ended yet
+                // (this operation stays with the run until it ends): no more runs for this runner.
+                return workflow.runnerKeepsRun(self)
             }
-            taken += 1
-            ExecutingRun.with(self) { task.main(executing: WorkflowTaskRun(task: task, number: run)) }
-            if runFlags.load(ordering: .acquiring) & (Self.over | Self.external) == Self.over {
-                // Ended in its `main()`, on this thread: the next one.
-                continue
-            }
-            // Ended elsewhere (this operation is being finished there), or not ended yet (this
-            // operation stays with the run until it ends): no more runs for this runner.
-            if workflow.runnerKeepsRun(self) { return }
-            finishAfterStart(asLastStep: true)
-            return
+            return false
         }
+        if !keepsRun { finishAfterStart(asLastStep: true) }
     }
 
     /// Under the workflow's lock, when the runner takes `run` of `task`.
@@ -432,8 +435,9 @@ final class WorkflowRunOperation: ConcurrentOperation, @unchecked Sendable {
 
     /// Under the workflow's lock, by the change that ends the run: marks it over. Returns whether
     /// that change must finish the operation in its effects: only if the run has begun and this
-    /// thread is not the one running the run's `main()` (otherwise the runner goes on, or finishes
-    /// itself once it has no more runs to take).
+    /// thread is not the runner's (otherwise the runner goes on, or finishes itself once it has
+    /// no more runs to take). The runner then no longer takes runs (the change replaces it if runs
+    /// wait: see `Workflow.runnerStoppedLocked(_:)`).
     func endRunLocked() -> Bool {
         let external = !ExecutingRun.holds(self)
         let flags = runFlags.bitwiseOr(external ? Self.over | Self.external : Self.over,

@@ -223,7 +223,12 @@ struct WorkflowTransaction {
         workflow.executingCount -= 1
         if let operation = task.runOperation {
             task.runOperation = nil
-            if operation.endRunLocked() { endedRuns.append(operation) }
+            if operation.endRunLocked() {
+                endedRuns.append(operation)
+                // Its runner is finished at the end of this change, even if the run's `main()`
+                // has not returned yet: runs waiting get another runner now.
+                if let replacement = workflow.runnerStoppedLocked(operation) { startedRuns.append(replacement) }
+            }
         }
     }
 
