@@ -15,12 +15,18 @@ extension Workflow {
     /// Under the lock: the number of entries in `pendingRuns` not taken yet (some may be over).
     var pendingRunCount: Int { pendingRuns.count - pendingHead }
 
+    /// How many runners the workflow keeps taking runs while runs wait: one more than the queue's
+    /// limit, so that one runner waits in the queue for a place, as each waiting run's own
+    /// operation did before runs shared runners — the queue starts it as soon as a place frees up
+    /// or its limit is raised, even while the other runners are held by runs that do not return.
+    var runnerTarget: Int { queue.limitMirror.load(ordering: .acquiring) + 1 }
+
     /// Under the lock: queues `run` of `task`, just started, for a runner; returns a new runner
-    /// to add to the queue if the workflow has fewer runners taking runs than the queue's limit.
+    /// to add to the queue if the workflow has fewer runners taking runs than `runnerTarget`.
     func queueRunLocked(_ task: WorkflowTask, run: Int) -> WorkflowRunOperation? {
         task.runQueuedStamp = CoarseClock.stamp()
         pendingRuns.append(PendingRun(index: task.index, run: run))
-        guard drainers < queue.limitMirror.load(ordering: .acquiring) else { return nil }
+        guard drainers < runnerTarget else { return nil }
         drainers += 1
         return WorkflowRunOperation(workflow: self)
     }
@@ -50,7 +56,7 @@ extension Workflow {
         guard runner.takesRuns else { return nil }
         runner.takesRuns = false
         drainers -= 1
-        guard pendingRunCount > 0, drainers < queue.limitMirror.load(ordering: .acquiring) else { return nil }
+        guard pendingRunCount > 0, drainers < runnerTarget else { return nil }
         drainers += 1
         return WorkflowRunOperation(workflow: self)
     }
@@ -62,7 +68,8 @@ extension Workflow {
     }
 
     /// The next run for `runner`, which has executed `taken` runs in this turn, or `nil` when the
-    /// runner stops: nothing waits; the queue is suspended or its limit is below the runners;
+    /// runner stops: nothing waits; the queue is suspended, or its limit went down and the
+    /// workflow has more runners than `runnerTarget`;
     /// the turn is over; or the runner was cancelled. A runner that stops while runs wait is
     /// replaced (the new one waits in the queue like any operation).
     func takeRun(for runner: WorkflowRunOperation, taken: Int, cancelled: Bool) -> (WorkflowTask, Int)? {
@@ -79,8 +86,7 @@ extension Workflow {
             return nil
         }
         let decision: Decision = lock.withLock {
-            if cancelled || queue.suspendedMirror.load(ordering: .acquiring)
-                || drainers > queue.limitMirror.load(ordering: .acquiring) {
+            if cancelled || queue.suspendedMirror.load(ordering: .acquiring) || drainers > runnerTarget {
                 return .stop(runnerStoppedLocked(runner))
             }
             guard let next = takePendingRunLocked() else {

@@ -25,10 +25,10 @@ struct WorkflowRunOperationTests {
         workflow.start()
         #expect(await finished.opened(within: workflowTimeout))
         #expect(first.state == .finished)
-        // The dependent's run is started, and waits for the workflow's only runner (the queue's
-        // limit is 1), which is still in first's main().
+        // The dependent's run is started, and waits: the runner that may take it waits in the
+        // queue for the place first's runner holds until first's main() returns.
         #expect(second.state == .executing)
-        #expect(queue.operationCount == 1)
+        #expect(queue.operationCount == 2)
         #expect(workflow.snapshot().operations.first { $0.name == "second" }?.sinceStarted == nil)
         release.open()
         #expect(await drained(queue))

@@ -120,6 +120,34 @@ struct WorkflowRunnerTests {
         #expect(meter.peak == 1)
     }
 
+    @Test("raising the limit starts a waiting run at once, while the only runner is held by a run that waits for it")
+    func raisedLimitStartsAWaitingRun() async throws {
+        let queue = try ConcurrentOperationQueue(name: "runners.raise", maxConcurrentOperationCount: 1)
+        let workflow = Workflow(name: "raised limit", queue: queue)
+        let firstEntered = Latch()
+        // Opens only once both runs have begun: with one place, the first waits for the second.
+        let both = Latch(count: 2)
+        let met = AtomicCounter()
+        func meeting(_ name: String) -> ClosureTask {
+            ClosureTask(name: name) { run in
+                if name == "A" { firstEntered.countDown() }
+                both.countDown()
+                if both.wait(timeout: rendezvousTimeout) { met.increment() }
+                run.finish(with: nil)
+            }
+        }
+        let a = meeting("A")
+        let b = meeting("B")
+        try workflow.add(a)
+        try workflow.add(b)
+        workflow.start()
+        #expect(await firstEntered.opened(within: workflowTimeout))
+        try queue.setMaxConcurrentOperationCount(2)
+        #expect(await drained(queue))
+        #expect(met.value == 2, "the two runs never executed at once")
+        #expect(workflow.isFinished)
+    }
+
     @Test("cancelling the queue's operations cancels the runs waiting for a runner; the executing run goes on, later runs run")
     func cancelAllCancelsWaitingRuns() async throws {
         let queue = try ConcurrentOperationQueue(name: "runners.cancel", maxConcurrentOperationCount: 1)
