@@ -342,8 +342,9 @@ public struct WorkflowTaskRun: Sendable {
 /// keeps the runner — and its slot — until the run ends.
 ///
 /// A workflow starts a runner for each run it starts while it has fewer runners taking runs than
-/// the queue's limit. A runner stops taking runs when none is left, when the queue is suspended
-/// or its limit is below the workflow's runners, after `turn` runs (it makes way for the queue's
+/// one more than the queue's limit (`Workflow.runnerTarget`). A runner stops taking runs when
+/// none is left, when the queue is suspended or its limit went down below the workflow's
+/// runners, after `turn` runs (it makes way for the queue's
 /// other work, as a queue worker does), when it was cancelled (which cancels the runs waiting at
 /// that moment, as cancelling the queue's operations did when each run was an operation of its
 /// own), and when a run does not end in its `main()`; in every case another runner is queued if
