@@ -61,6 +61,7 @@ extension ConcurrentOperationQueue {
         self.init(name: name, qualityOfService: .userInteractive, underlyingQueue: underlyingQueue)
         isSerialOnly = true
         _maxConcurrentOperationCount = 1
+        limitMirror.store(1, ordering: .releasing)
     }
 
     /// Why ``main`` refuses a limit other than 1.

@@ -311,7 +311,9 @@ extension ConcurrentOperationQueue {
     /// parked so far: so an operation is released by the next add, by the 64th finish after it,
     /// by the finish that empties the queue, or when its worker runs out of work.
     ///
-    /// After `workerTurn` operations with more ready, it goes to the back of its dispatch queue
+    /// After `workerTurn` operations with more ready — or sooner, after an operation that did a
+    /// turn's work of its own and asked for it (`workerMakeWay`: a workflow's runner) — it goes to
+    /// the back of its dispatch queue
     /// (a new job with the next operation and the slot), so that a long backlog does not hold up
     /// the other work of that queue — for the global queues, other queues' workers and Swift's
     /// tasks — until it is done. Those parked stay parked for the next turn.
@@ -328,7 +330,10 @@ extension ConcurrentOperationQueue {
             while let operation = next {
                 next = runTaken(operation, parks: true)
                 turn &-= 1
-                if turn == 0, let next { return Unmanaged.passRetained(next) }
+                if turn == 0 || workerMakeWay.load(ordering: .relaxed), let next {
+                    workerMakeWay.store(false, ordering: .relaxed)
+                    return Unmanaged.passRetained(next)
+                }
             }
             return nil
         }

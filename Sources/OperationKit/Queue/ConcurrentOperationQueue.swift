@@ -45,8 +45,22 @@ public final class ConcurrentOperationQueue {
 
     // protected by `lock`
     @exclusivity(unchecked) var _name: String?
-    @exclusivity(unchecked) var _maxConcurrentOperationCount = ConcurrentOperationQueue.defaultMaxConcurrentOperationCount
-    @exclusivity(unchecked) var _isSuspended = false
+    @exclusivity(unchecked) var _maxConcurrentOperationCount = ConcurrentOperationQueue.defaultMaxConcurrentOperationCount {
+        didSet { limitMirror.store(_maxConcurrentOperationCount, ordering: .releasing) }
+    }
+    @exclusivity(unchecked) var _isSuspended = false {
+        didSet { suspendedMirror.store(_isSuspended, ordering: .releasing) }
+    }
+    /// `_maxConcurrentOperationCount` and `_isSuspended`, written with them (under the lock) and
+    /// read without it by code that checks them once per unit of work it takes on its own: a
+    /// workflow's runners (WorkflowRunOperation), which must not take a lock of the queue per run.
+    let limitMirror = Atomic<Int>(ConcurrentOperationQueue.defaultMaxConcurrentOperationCount)
+    let suspendedMirror = Atomic<Bool>(false)
+    /// Set by an operation that ran a worker's turn of work of its own (a workflow's runner that
+    /// executed `WorkflowRunOperation.turn` runs): the worker that ran it makes way after it, as
+    /// after `workerTurn` operations (see `runWorker(handedOff:)`). Another worker of the queue
+    /// may see it first and make way instead, which does no harm.
+    let workerMakeWay = Atomic<Bool>(false)
     /// Concurrency slots in use: workers looking for work plus operations executing.
     @exclusivity(unchecked) var activeSlots = 0
     @exclusivity(unchecked) var ready = ReadyList()

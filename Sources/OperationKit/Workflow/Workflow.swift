@@ -12,18 +12,23 @@ import Synchronization
 /// ```
 ///
 /// Tasks run as soon as their prerequisites have finished successfully, independent ones
-/// concurrently, each run as an operation on ``queue``. A failed task stops its dependents (they
+/// concurrently, on ``queue``: the workflow's runners, operations on that queue, take the started
+/// runs in the order they started, each holding one of its places while it executes a run (see
+/// `Documentation/Workflows.md`, "Runs share runners"). A failed task stops its dependents (they
 /// stay pending); a cancelled one cancels them. The workflow has finished when every task without
 /// dependents has finished. It can be cancelled, retried, reset and started again.
 ///
 /// Every method may be called from any thread. Each workflow has one lock for its state and its
 /// tasks' (a sub-workflow has its own), and no code of yours runs under it: hooks, delegates and events are called on the thread that
-/// caused the change, after it. Tasks hold their workflow weakly; each run's operation keeps it
-/// alive until the run ends, so a running workflow stays alive.
+/// caused the change, after it. Tasks hold their workflow weakly; its runners hold it while they
+/// are in its queue, and a run keeps its runner until it ends, so a running workflow stays alive.
 public final class Workflow: @unchecked Sendable {  // mutable state is protected by `lock`
     /// A name for logs, errors and diagrams.
     public let name: String
-    /// The queue the tasks' runs execute on: each run is one operation on it.
+    /// The queue the tasks' runs execute on, taken by the workflow's runners: operations on it
+    /// named "runs of" and the workflow's name, each holding one place while it executes a run.
+    /// Suspending the queue holds back the runs that have not begun; its limit bounds the runs in
+    /// progress; cancelling its operations cancels the runs waiting for a runner.
     public let queue: ConcurrentOperationQueue
 
     /// The lock of the workflow's state and of its tasks' (WorkflowLock.swift).
@@ -48,6 +53,13 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
     /// `isHeld` flag says whether it is still held).
     @exclusivity(unchecked) var _isSuspended = false
     @exclusivity(unchecked) var heldIndices: [Int] = []
+    /// The started runs waiting for a runner, in the order they were started; those before
+    /// `pendingHead` were taken (Workflow+Runners.swift).
+    @exclusivity(unchecked) var pendingRuns: [PendingRun] = []
+    @exclusivity(unchecked) var pendingHead = 0
+    /// The runners taking runs: queued, or executing runs one after another (a runner that keeps
+    /// a run whose `main()` returned without ending it no longer counts).
+    @exclusivity(unchecked) var drainers = 0
     /// Swift tasks awaiting the workflow's outcome (WorkflowAwaiting.swift).
     var awaiters = WorkflowAwaiters<WorkflowOutcome>()
     /// The ``instrument`` (Observability/OperationInstrument+Telling.swift).
@@ -60,10 +72,6 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
     var progressVersion: UInt64 = 0
     /// Whether `_progressBroadcaster` was made: read without the lock.
     let followsProgress = Atomic<Bool>(false)
-    /// How many run operations still count (made, and not yet both over and done with the
-    /// workflow: see WorkflowRunOperation); while there are some, the workflow holds one retain on
-    /// itself, so that a running workflow stays alive without a retain per run.
-    let liveRunOperations = Atomic<Int>(0)
 
     /// Creates a workflow.
     /// - Parameters:
@@ -323,24 +331,6 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
         }
     }
 
-    /// Under the lock: a run operation was made. The first one retains the workflow.
-    func retainForRun() {
-        if liveRunOperations.wrappingAdd(1, ordering: .relaxed).oldValue == 0 {
-            _ = Unmanaged.passUnretained(self).retain()
-        }
-    }
-
-    /// A run operation of `workflow` stops counting; the last one releases the workflow (which
-    /// may then be deallocated, on this thread). Whoever makes a run operation holds the workflow
-    /// (a change's caller does), so a count back at zero while another thread makes the next
-    /// operation never lets the workflow go in between.
-    static func releaseForRun(_ workflow: Unmanaged<Workflow>) {
-        let wasLast = workflow._withUnsafeGuaranteedRef {
-            $0.liveRunOperations.wrappingSubtract(1, ordering: .acquiringAndReleasing).oldValue == 1
-        }
-        if wasLast { workflow.release() }
-    }
-
     /// Runs `body` under the lock, then performs what it decided without the lock.
     /// The streams and listeners that get the change's events are read under the same lock, at
     /// the end of the decisions: a stream made after the change was decided does not get its
@@ -363,7 +353,7 @@ public enum WorkflowEvent: Sendable, CustomStringConvertible {
     /// ``Workflow/start()``, ``Workflow/cancel()``, ``Workflow/retry()`` or ``Workflow/reset()``
     /// was called: told before any task changes.
     case willStart, willCancel, willRetry, willReset
-    /// A run of the task started: it is executing, and its operation is queued once the change's
+    /// A run of the task started: it is executing, and its run goes to the runners once the change's
     /// hooks and delegates have run.
     case taskStarted(WorkflowTask)
     /// A run of the task finished with `result`.

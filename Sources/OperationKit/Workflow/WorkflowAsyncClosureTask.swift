@@ -20,7 +20,8 @@
 /// reaches the prerequisites' results.
 ///
 /// When the run ends early — the task is cancelled or reset (by a call, or because a prerequisite
-/// was), or its operation is cancelled on the queue — the Swift task is cancelled. Whatever the
+/// was), or the workflow's runners are cancelled on the queue while the run waits for one — the
+/// Swift task is cancelled. Whatever the
 /// closure returns or throws afterwards is ignored: it belongs to a run that is over, and cannot
 /// finish a newer run started by a retry or a reset and start. A `CancellationError` thrown while
 /// the run is still current fails the run like any other error.

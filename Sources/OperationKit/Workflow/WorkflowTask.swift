@@ -1,5 +1,5 @@
 // WorkflowTask: one re-runnable step of a workflow — its state, the hooks for subclasses, reading
-// and control — and WorkflowTaskRun and the operation that runs it.
+// and control — and WorkflowTaskRun and the runner, the operation that runs it.
 
 import Dispatch
 import Synchronization
@@ -24,7 +24,8 @@ import Synchronization
 /// A task does nothing until it is added to a workflow
 /// (``Workflow/add(_:prerequisites:keyedPrerequisites:)``). It then starts when it is started (by
 /// ``start()`` or ``Workflow/start()``) and ready, or as soon as its last unfinished prerequisite
-/// finishes; each run executes as an operation on the workflow's ``Workflow/queue``. Its state
+/// finishes; each run executes on the workflow's ``Workflow/queue``, taken by one of the workflow's
+/// runners. Its state
 /// follows Task.framework's table (``WorkflowTaskState``); ``cancel()``, ``retry()`` and
 /// ``reset()`` reach all its dependents. A finish or fail from a run that was cancelled or reset
 /// is ignored.
@@ -63,8 +64,13 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     @exclusivity(unchecked) var _result: (any Sendable)?
     @exclusivity(unchecked) var _error: (any Error)?
     @exclusivity(unchecked) var _finishTime: ContinuousClock.Instant?
-    /// The operation running the current run, finished when the run ends.
+    /// The runner executing the current run, from when it took the run; finished when the run
+    /// ends if the run's `main()` has returned (Workflow+Runners.swift).
     @exclusivity(unchecked) var runOperation: WorkflowRunOperation?
+    /// When the current run was started (queued for a runner) and when a runner took it
+    /// (``CoarseClock`` stamps; 0 for never), for snapshots.
+    @exclusivity(unchecked) var runQueuedStamp: UInt32 = 0
+    @exclusivity(unchecked) var runStartedStamp: UInt32 = 0
     weak var _delegate: (any WorkflowTaskDelegate)?
     /// Swift tasks awaiting the task's outcome (WorkflowAwaiting.swift).
     var awaiters = WorkflowAwaiters<WorkflowTaskOutcome>()
@@ -82,8 +88,8 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     /// The work of one run. Finish or fail the run when the work is done — now or later, from any
     /// thread — through ``currentRun``, read here before any asynchronous work, or through
     /// ``finish(with:)`` and ``fail(with:)``. A run that is never finished or failed keeps the
-    /// task executing and its operation on the queue; a run finished here, before `main()`
-    /// returns, keeps its operation until `main()` returns. The default finishes at once without a
+    /// task executing and its runner's place on the queue; a run finished here, before `main()`
+    /// returns, keeps its place until `main()` returns. The default finishes at once without a
     /// result; overrides do not call it.
     ///
     /// Runs on a worker of the workflow's ``Workflow/queue``, once per run. It is not called for a
@@ -93,7 +99,7 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
         finish(with: nil)
     }
 
-    /// What a run's operation calls, with `run` as this thread's executing run: ``main()``. A
+    /// What a runner calls, with `run` as this thread's executing run: ``main()``. A
     /// kind of task that hands the run to its work (``ClosureTask``) takes it from here instead
     /// of reading ``currentRun``, which looks it up again.
     func main(executing run: WorkflowTaskRun) {
@@ -164,7 +170,7 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     /// first run its ``WorkflowTaskRun/number`` is 0, and finishing through it does nothing.)
     public var currentRun: WorkflowTaskRun {
         // Inside `main()` (on the thread running it), the run being executed: the task may have
-        // been reset and started again since that run's operation began.
+        // been reset and started again since its runner took that run.
         if let number = executingRunNumber { return WorkflowTaskRun(task: self, number: number) }
         return WorkflowTaskRun(task: self, number: withTaskLock { lifecycle.run })
     }
@@ -216,7 +222,7 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     /// that have not finished. Finished and failed tasks keep their state (a ``SubworkflowTask``
     /// still passes the cancel on to its sub-workflow).
     ///
-    /// An executing run is over at once (its operation finishes at the end of the change, or when
+    /// An executing run is over at once (its runner's place is freed at the end of the change, or when
     /// ``main()`` returns if this is called inside that run's `main()`), but ``main()`` is not
     /// interrupted; a late finish or fail from the cancelled run is ignored.
     /// Events, hooks and delegates are called on the calling thread before this returns.
@@ -238,7 +244,7 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     /// dependents, direct or not. A dependent that was ready becomes pending, since this task is
     /// no longer finished (Task.framework 1.1's reset fix).
     ///
-    /// An executing run is over at once (its operation finishes at the end of the change, or when
+    /// An executing run is over at once (its runner's place is freed at the end of the change, or when
     /// ``main()`` returns if this is called inside that run's `main()`), but ``main()`` is not
     /// interrupted; a late finish or fail from it is ignored. A pending task has
     /// nothing to reset: it keeps its state and its ``didReset()`` is not called, but the reset
@@ -262,8 +268,8 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     /// operation holds (a task never leaves its workflow), without the lock and without making a
     /// retained optional of it; elsewhere ``attachedWorkflow``, if the task is in a live workflow.
     ///
-    /// On the run's thread neither the operation nor the workflow is retained: `execute()` keeps
-    /// the operation alive while `main()` runs, and the operation keeps the workflow (a workflow,
+    /// On the run's thread neither the runner nor the workflow is retained: `execute()` keeps
+    /// the runner alive while `main()` runs, and the runner keeps the workflow (a workflow,
     /// weakly referenced by its tasks, has a side table, so each retain and release of it takes
     /// the runtime's slow path).
     @inline(__always)
@@ -333,88 +339,118 @@ public struct WorkflowTaskRun: Sendable {
     }
 }
 
-/// The operation that executes one run of a task on the workflow's queue: it calls the task's
-/// `main()` (unless the run is already over) and finishes when the run ends.
+/// A runner: an operation on the workflow's queue that takes the workflow's started runs, in the
+/// order they were started, and executes them one after another (see Architecture.md, "Workflow
+/// runners"). It holds one slot of the queue, like any operation: a workflow runs at most
+/// `maxConcurrentOperationCount` runs at once, and a run whose `main()` returns without finishing
+/// keeps the runner — and its slot — until the run ends.
 ///
-/// Who finishes it is settled by two flags, without the workflow's lock: `over` (set under the
-/// lock by the change that ends the run) and `began` (set by `execute()` before it looks at
-/// `over`). A run ended before `execute()` began is finished by `execute()`, without `main()`. A
-/// run ended on the thread running its `main()` (the common case: the body finishes its run) is
-/// finished by `execute()` once `main()` returns, as the worker's last step, so the queue's part
-/// of the finish is done in the worker's own critical section. A run ended on another thread
-/// after `execute()` began is finished by that change's effects, at once (its `main()` may still
-/// be running or waiting); `execute()` may then try too, once `main()` returns, and the later of
-/// the two finishes does nothing.
+/// A workflow starts a runner for each run it starts while it has fewer runners taking runs than
+/// one more than the queue's limit (`Workflow.runnerTarget`). A runner stops taking runs when
+/// none is left, when the queue is suspended or its limit went down below the workflow's
+/// runners, after `turn` runs (it makes way for the queue's
+/// other work, as a queue worker does), when it was cancelled (which cancels the runs waiting at
+/// that moment, as cancelling the queue's operations did when each run was an operation of its
+/// own), and when a run does not end in its `main()`; in every case another runner is queued if
+/// runs are left.
 ///
-/// The operation keeps its workflow alive (tasks hold their workflow weakly) without retaining
-/// it: a workflow with live run operations holds a retain on itself (``Workflow/retainForRun()``),
-/// and an operation stops counting once its run is over *and* it is done with the workflow — its
-/// `execute()` has returned, or its `didFinishWithoutExecuting()` has told the workflow. A third
-/// flag, `done`, settles which of the two comes last: that one lets go. So the workflow lives
-/// while a run is in its queue, while a `main()` may still reach it, and while an asynchronous
-/// run is still executing; and a run costs no retain or release of the workflow (both take the
-/// runtime's slow path, since the tasks' weak references give a workflow a side table).
+/// Who finishes the runner once it keeps a run is settled by the flags `over`, `began` and
+/// `external` of the run it executes (reset for each run): `began` is set under the workflow's
+/// lock when the run is taken, `over` by the change that ends the run, also under that lock. A
+/// run ended on the runner's own thread, in its `main()` (the usual case), lets the runner go on
+/// once `main()` returns. A run ended on another thread while its `main()` runs, or after it
+/// returned without ending it, finishes the runner in that change's effects, at once, so that the
+/// slot is free (`external`); the runner then takes no more runs.
 final class WorkflowRunOperation: ConcurrentOperation, @unchecked Sendable {
-    let task: WorkflowTask
-    let run: Int
-    /// The workflow, not retained: it keeps itself alive while this operation counts (see the
-    /// type's comment).
+    /// The task and the number of the run the runner executes now (or executed last). Written by
+    /// the runner's thread under the workflow's lock when it takes a run; read on that thread (by
+    /// `currentRun`, `finish(with:)` and the like, through `ExecutingRun`).
+    @exclusivity(unchecked) var task: WorkflowTask?
+    @exclusivity(unchecked) var run = 0
+    /// Keeps the workflow alive while the runner is in its queue (tasks hold their workflow weakly).
+    let workflow: Workflow
+    /// `workflow`, for reaching it without a retain while the operation is alive (the strong
+    /// reference above keeps it).
     let unretainedWorkflow: Unmanaged<Workflow>
-    /// `over`, `began` and `done` (see the type's comment).
+    /// `over`, `began` and `external` of the current run (see the type's comment).
     private let runFlags = Atomic<UInt8>(0)
     private static let over: UInt8 = 1
     private static let began: UInt8 = 2
-    private static let done: UInt8 = 4
+    private static let external: UInt8 = 4
+    /// Set by `cancel()`: the runner takes no more runs, and cancels those waiting.
+    private let cancelRequested = Atomic<Bool>(false)
+    /// Whether the runner counts among the workflow's runners taking runs (`Workflow.drainers`):
+    /// from when it is made until it stops taking runs. Under the workflow's lock.
+    @exclusivity(unchecked) var takesRuns = true
+    /// Runs a runner executes before it makes way.
+    static let turn = 64
 
-    /// Named after its task (the run's number is ``run``). Made under the workflow's lock.
-    /// `workflow` is borrowed: an initialiser's parameters are otherwise owned, and passing the
-    /// workflow would cost its caller a retain (on the slow path) and this a release.
-    init(task: WorkflowTask, run: Int, workflow: borrowing Workflow) {
-        self.task = task
-        self.run = run
-        workflow.retainForRun()
+    init(workflow: Workflow) {
+        self.workflow = workflow
         unretainedWorkflow = Unmanaged.passUnretained(workflow)
-        super.init(name: task.name)
+        super.init(name: workflow.runnerName)
     }
 
-    /// The operation was cancelled on its queue before it executed: the run cannot happen, so the
-    /// task is cancelled (if this is still its current run) instead of staying executing.
+    /// Cancelled while waiting in its queue: it finishes without executing and gives up its
+    /// place among the workflow's runners (the runs waiting were cancelled with it).
     override func didFinishWithoutExecuting() {
-        unretainedWorkflow._withUnsafeGuaranteedRef { $0.perform { $0.cancelRun(task, run: run) } }
-        leaveWorkflow()
+        workflow.runnerLeft(self)
+    }
+
+    /// Cancels the runner, and with it the runs waiting for a runner now (with their dependents),
+    /// as cancelling the queue's operations cancels the operations waiting in it. The run it
+    /// executes goes on; the runner then stops, and runs started later get another runner.
+    override func cancel() {
+        cancelRequested.store(true, ordering: .releasing)
+        super.cancel()
+        workflow.perform { $0.cancelPendingRuns() }
     }
 
     override func execute() {
-        if runFlags.bitwiseOr(Self.began, ordering: .acquiringAndReleasing).oldValue & Self.over != 0 {
-            finishAfterStart(asLastStep: true)
-            leaveWorkflow()
-            return
+        // The thread-local marks this runner for all its runs: between two runs no code of the
+        // user's runs on this thread, and each run's task and number are the runner's fields.
+        let keepsRun = ExecutingRun.with(self) { () -> Bool in
+            var taken = 0
+            while let (task, run) = workflow.takeRun(for: self, taken: taken,
+                                                     cancelled: cancelRequested.load(ordering: .acquiring)) {
+                taken += 1
+                task.main(executing: WorkflowTaskRun(task: task, number: run))
+                if runFlags.load(ordering: .acquiring) & (Self.over | Self.external) == Self.over {
+                    // Ended in its `main()`, on this thread: the next one.
+                    continue
+                }
+                // Ended elsewhere (this operation is being finished there), or not ended yet
+                // (this operation stays with the run until it ends): no more runs for this runner.
+                return workflow.runnerKeepsRun(self)
+            }
+            return false
         }
-        ExecutingRun.with(self) { task.main(executing: WorkflowTaskRun(task: task, number: run)) }
-        if runFlags.load(ordering: .acquiring) & Self.over != 0 { finishAfterStart(asLastStep: true) }
-        leaveWorkflow()
+        if !keepsRun { finishAfterStart(asLastStep: true) }
     }
 
-    /// The operation is done with the workflow: it stops counting if its run is over (otherwise
-    /// the change that ends the run does it, in ``endRunLocked()``).
-    private func leaveWorkflow() {
-        if runFlags.bitwiseOr(Self.done, ordering: .acquiringAndReleasing).oldValue & Self.over != 0 {
-            Workflow.releaseForRun(unretainedWorkflow)
-        }
+    /// Under the workflow's lock, when the runner takes `run` of `task`.
+    func beganLocked(_ task: WorkflowTask, run: Int) {
+        self.task = task
+        self.run = run
+        runFlags.store(Self.began, ordering: .releasing)
     }
 
-    /// Under the workflow's lock, by the change that ends the run: marks it over (and stops the
-    /// operation counting if it is done with the workflow; the change's caller holds the workflow,
-    /// so this never releases it for good). Returns whether that change must finish the operation
-    /// in its effects: only if `execute()` has begun and this thread is not the one running the
-    /// run's `main()` (otherwise `execute()` finishes it).
+    /// Under the workflow's lock: whether the current run was ended (by any thread).
+    var isRunOverLocked: Bool { runFlags.load(ordering: .acquiring) & Self.over != 0 }
+
+    /// Under the workflow's lock, by the change that ends the run: marks it over. Returns whether
+    /// that change must finish the operation in its effects: only if the run has begun and this
+    /// thread is not the runner's (otherwise the runner goes on, or finishes itself once it has
+    /// no more runs to take). The runner then no longer takes runs (the change replaces it if runs
+    /// wait: see `Workflow.runnerStoppedLocked(_:)`).
     func endRunLocked() -> Bool {
-        let flags = runFlags.bitwiseOr(Self.over, ordering: .acquiringAndReleasing).oldValue
-        if flags & Self.done != 0 { Workflow.releaseForRun(unretainedWorkflow) }
-        return flags & Self.began != 0 && !ExecutingRun.holds(self)
+        let external = !ExecutingRun.holds(self)
+        let flags = runFlags.bitwiseOr(external ? Self.over | Self.external : Self.over,
+                                       ordering: .acquiringAndReleasing).oldValue
+        return flags & Self.began != 0 && external
     }
 }
 
-/// The run operation whose task's `main()` runs on this thread: `currentRun`, `finish(with:)` and
+/// The runner whose run's `main()` runs on this thread: `currentRun`, `finish(with:)` and
 /// `fail(with:)` called there belong to that run, not to a newer one.
 let ExecutingRun = ThreadLocalReference<WorkflowRunOperation>()

@@ -28,7 +28,7 @@ public enum WorkflowTaskState: Int, Hashable, Sendable, CaseIterable, CustomStri
     /// starts at once — unless its workflow is suspended (``Workflow/isSuspended``), which holds
     /// it ready until it is resumed.
     case ready
-    /// A run is in progress: from the start (its operation may still be waiting for a place on
+    /// A run is in progress: from the start (it may still be waiting for a runner, or a place on
     /// the workflow's queue) until the run finishes or fails, or the task is cancelled or reset.
     case executing
     /// The last run finished, with the task's ``WorkflowTask/result`` (which may be `nil`).

@@ -1,20 +1,19 @@
 /// One change to a workflow: decided under the workflow's lock (the `mutating func`s), then
 /// performed without it (``performEffects()``): first every event, then the hooks and
-/// delegates, each pass in the order decided; then the new runs are queued and, last, the
-/// operations of the ended runs finish.
+/// delegates, each pass in the order decided; then the new runners are queued and, last, the
+/// runners of the ended runs finish.
 struct WorkflowTransaction {
     /// An effect holds unretained references only (and one-byte announcements), so making,
     /// storing, copying and destroying one retains and releases nothing: a task is held by its
     /// workflow for good (`tasks`; a task never leaves it), which the transaction's caller keeps
-    /// alive; a run operation by `startedRuns`; a payload by `kept`. A finish's result and a
+    /// alive; a payload by `kept`. A finish's result and a
     /// failure's error, existentials of any size, are in a ``WorkflowOutcomePayload`` or
     /// ``WorkflowFailurePayload``, made only for a finish with a result or a delegate, a failure,
     /// or a cancel with a delegate.
     enum Effect {
         case announce(Announcement)
-        /// A run started: only for its event, so only noted when someone listens (the run itself
-        /// is in `startedRuns`).
-        case startRun(Unmanaged<WorkflowRunOperation>)
+        /// A run of the task started: only for its event, so only noted when someone listens.
+        case startRun(Unmanaged<WorkflowTask>)
         /// The finished, failed or cancelled task, with its delegate read when the change was
         /// decided (under the lock the change already holds).
         case finished(Unmanaged<WorkflowTask>, Unmanaged<WorkflowOutcomePayload>?)
@@ -35,7 +34,7 @@ struct WorkflowTransaction {
     /// strong or `unowned(unsafe)` reference costs a pair per transaction or per use.
     let workflowReference: Unmanaged<Workflow>
     private(set) var effects = WorkflowSmallList<Effect>()
-    /// The operations of the runs started, to queue.
+    /// The runners made for the runs started, to add to the queue.
     private var startedRuns = WorkflowSmallList<ConcurrentOperation>()
     /// The workflow's instrument, read once (one atomic load).
     private let instrument: (any OperationInstrument)?
@@ -44,7 +43,7 @@ struct WorkflowTransaction {
     private var rare: Rare?
 
     private struct Rare {
-        /// The operations of the runs ended, to finish.
+        /// The runners of the runs ended on another thread than theirs, to finish.
         var endedRuns = WorkflowSmallList<WorkflowRunOperation>()
         /// The payloads the effects refer to, kept until the transaction ends.
         var kept = WorkflowSmallList<AnyObject>()
@@ -160,12 +159,10 @@ struct WorkflowTransaction {
             }
             guard let run = task.lifecycle.start() else { return }
             transitioned(task, from: .ready, to: .executing)
-            let operation = WorkflowRunOperation(task: task, run: run, workflow: workflow)
-            task.runOperation = operation
             workflow.executingCount += 1
-            startedRuns.append(operation)
+            if let runner = workflow.queueRunLocked(task, run: run) { startedRuns.append(runner) }
             if !workflow.streams.isEmpty || !workflow.listeners.isEmpty {
-                effects.append(.startRun(Unmanaged.passUnretained(operation)))
+                effects.append(.startRun(Unmanaged.passUnretained(task)))
             }
         }
     }
@@ -222,15 +219,15 @@ struct WorkflowTransaction {
         }
     }
 
-    /// Cancels `task` if `run` is its current, executing run (its operation was cancelled on the
-    /// queue).
-    mutating func cancelRun(_ task: WorkflowTask, run: Int) {
-        Self.with(workflowReference) { workflow in
-            guard task.isIn(workflow), task.lifecycle.state == .executing, task.lifecycle.run == run else { return }
-            // The operation stays the task's run operation: ending the run marks it over (it
-            // never began, so the change does not finish it again; it is already finished).
-            cancel(from: [task])
+    /// Cancels the runs waiting for a runner (a runner was cancelled on the queue), with their
+    /// dependents.
+    mutating func cancelPendingRuns() {
+        let tasks = Self.with(workflowReference) { workflow -> [WorkflowTask] in
+            var tasks: [WorkflowTask] = []
+            while let next = workflow.takePendingRunLocked() { tasks.append(next.task) }
+            return tasks
         }
+        if !tasks.isEmpty { cancel(from: tasks) }
     }
 
     /// Cancels `roots` and all their dependents.
@@ -311,7 +308,12 @@ struct WorkflowTransaction {
             workflow.executingCount -= 1
             if let operation = task.runOperation {
                 task.runOperation = nil
-                if operation.endRunLocked() { madeRare.endedRuns.append(operation) }
+                if operation.endRunLocked() {
+                    madeRare.endedRuns.append(operation)
+                    // Its runner is finished at the end of this change, even if the run's
+                    // `main()` has not returned yet: runs waiting get another runner now.
+                    if let replacement = workflow.runnerStoppedLocked(operation) { startedRuns.append(replacement) }
+                }
             }
         }
     }
@@ -424,8 +426,8 @@ struct WorkflowTransaction {
                     break
                 }
             }
-            // New runs are added before the ended ones' operations finish, so the workflow's queue is
-            // never empty in the middle of a workflow. They cannot be refused: each run operation was
+            // New runners are added before the ended runs' runners finish, so the workflow's queue
+            // is never empty in the middle of a workflow. They cannot be refused: each runner was
             // just made, is in no queue and nothing depends on it, so it closes no cycle (the
             // workflow orders its tasks itself). Several are added in one batch.
             if let runs = startedRuns.many {
@@ -433,8 +435,8 @@ struct WorkflowTransaction {
             } else if let run = startedRuns.first {
                 try? workflow.queue.addOperation(run)
             }
-            // Only the runs whose `execute()` has begun on another thread: the others finish in their
-            // own `execute()`, before `main()` or once it returns (see WorkflowRunOperation).
+            // Only the runners of runs ended on another thread than the one running the run's
+            // `main()`: the others go on to their next run (see WorkflowRunOperation).
             rare?.endedRuns.forEachElement { operation in operation.finish() }
             // Last, once the change's hooks and delegates have run (a failure retried by its
             // delegate is then no longer an outcome): resume the Swift tasks awaiting an outcome.
@@ -451,7 +453,7 @@ struct WorkflowTransaction {
         for effect in effects {
             switch effect {
             case .announce(let announcement): tell(announcement.event)
-            case .startRun(let operation): tell(.taskStarted(operation.takeUnretainedValue().task))
+            case .startRun(let task): tell(.taskStarted(task.takeUnretainedValue()))
             case .finished(let task, let payload):
                 tell(.taskFinished(task.takeUnretainedValue(), result: payload?.takeUnretainedValue().result))
             case .failed(let task, let payload):

@@ -1,13 +1,14 @@
-// When a run's operation finishes: once main() returns for a run ended on its own thread, at the
-// end of the change for one ended elsewhere after main() returned.
+// When a run gives back its place on the queue: a runner goes on to the next run once main()
+// returns for a run ended on its own thread; a run ended elsewhere frees its runner's place at the
+// end of that change.
 
 import OperationKit
 import OperationKitTestSupport
 import Testing
 
-@Suite("Workflow run operations: when a run's place on the queue is freed", .offThePool)
+@Suite("Workflow runners: when a run's place on the queue is freed", .offThePool)
 struct WorkflowRunOperationTests {
-    @Test("a run finished inside main() keeps its operation until main() returns; the dependent then runs")
+    @Test("a run finished inside main() keeps its place until main() returns; the dependent then runs")
     func finishedInsideMainKeepsItsOperation() async throws {
         let queue = try ConcurrentOperationQueue(name: "one at a time", maxConcurrentOperationCount: 1)
         let workflow = Workflow(name: "finish inside main", queue: queue)
@@ -24,9 +25,11 @@ struct WorkflowRunOperationTests {
         workflow.start()
         #expect(await finished.opened(within: workflowTimeout))
         #expect(first.state == .finished)
-        // The dependent's run is queued, and waits for the place first's operation still holds.
+        // The dependent's run is started, and waits: the runner that may take it waits in the
+        // queue for the place first's runner holds until first's main() returns.
         #expect(second.state == .executing)
         #expect(queue.operationCount == 2)
+        #expect(workflow.snapshot().operations.first { $0.name == "second" }?.sinceStarted == nil)
         release.open()
         #expect(await drained(queue))
         #expect(second.state == .finished)
@@ -40,7 +43,7 @@ struct WorkflowRunOperationTests {
         let workflow = Workflow(name: "cancel an asynchronous run", queue: queue)
         let entered = Latch()
         let held = Recorder<WorkflowTaskRun>()
-        // main() returns without finishing: the run goes on (its operation keeps the only place).
+        // main() returns without finishing: the run goes on (its runner keeps the only place).
         let pending = ClosureTask(name: "pending") { run in
             held.record(run)
             entered.countDown()
@@ -56,7 +59,7 @@ struct WorkflowRunOperationTests {
         #expect(await entered.opened(within: workflowTimeout))
         pending.cancel()
         #expect(pending.state == .cancelled)
-        // Its operation finished with the cancel, so the other task's run gets the place.
+        // Its runner finished with the cancel, so the other task's run gets the place.
         #expect(await otherRan.opened(within: workflowTimeout))
         #expect(await drained(queue))
         #expect(other.state == .finished)
@@ -65,7 +68,7 @@ struct WorkflowRunOperationTests {
         #expect(pending.result == nil)
     }
 
-    @Test("a body that cancels its own task keeps its operation until it returns; the task stays cancelled")
+    @Test("a body that cancels its own task keeps its place until it returns; the task stays cancelled")
     func cancelledInsideMain() async throws {
         let queue = try ConcurrentOperationQueue(name: "one at a time", maxConcurrentOperationCount: 1)
         let workflow = Workflow(name: "cancel inside main", queue: queue)
@@ -132,7 +135,7 @@ struct WorkflowRunOperationTests {
         consumer.cancel()
     }
 
-    @Test("a workflow whose run's operation is cancelled on the queue is released once the task is cancelled")
+    @Test("a workflow whose runner is cancelled on the queue is released once the task is cancelled")
     func releasedAfterItsOperationIsCancelled() async throws {
         let queue = ConcurrentOperationQueue(name: "suspended")
         queue.isSuspended = true
@@ -152,7 +155,7 @@ struct WorkflowRunOperationTests {
         }
         #expect(task.state == .executing)
         queue.cancelAllOperations()
-        #expect(weakWorkflow != nil, "its run's operation, still in the queue, keeps the workflow")
+        #expect(weakWorkflow != nil, "its runner, still in the queue, keeps the workflow")
         queue.isSuspended = false
         #expect(await drained(queue))
         #expect(task.state == .cancelled)
@@ -161,7 +164,7 @@ struct WorkflowRunOperationTests {
         consumer.cancel()
     }
 
-    @Test("a workflow whose run ended before the queue reached it lives until the operation has run, then is released")
+    @Test("a workflow whose run ended before the queue reached it lives until its runner has run, then is released")
     func releasedAfterAnEndedRunsOperationRan() async throws {
         let queue = ConcurrentOperationQueue(name: "suspended")
         queue.isSuspended = true
@@ -181,7 +184,7 @@ struct WorkflowRunOperationTests {
             task.reset()
         }
         #expect(task.state == .ready)
-        #expect(weakWorkflow != nil, "the ended run's operation, still in the queue, keeps the workflow")
+        #expect(weakWorkflow != nil, "the runner, still in the queue, keeps the workflow")
         queue.isSuspended = false
         #expect(await drained(queue))
         #expect(await reached(ended))

@@ -1,0 +1,128 @@
+// Workflow+Runners: the started runs waiting for a runner, and the runners that take them (see
+// WorkflowRunOperation and Architecture.md, "Workflow runners").
+
+/// A started run waiting for a runner: its task's index in the workflow (the workflow holds its
+/// tasks, so the list holds no reference of its own) and the run's number.
+struct PendingRun {
+    let index: Int
+    let run: Int
+}
+
+extension Workflow {
+    /// The name of the workflow's runners on its queue.
+    var runnerName: String { "runs of \(name)" }
+
+    /// Under the lock: the number of entries in `pendingRuns` not taken yet (some may be over).
+    var pendingRunCount: Int { pendingRuns.count - pendingHead }
+
+    /// How many runners the workflow keeps taking runs while runs wait: one more than the queue's
+    /// limit, so that one runner waits in the queue for a place, as each waiting run's own
+    /// operation did before runs shared runners — the queue starts it as soon as a place frees up
+    /// or its limit is raised, even while the other runners are held by runs that do not return.
+    var runnerTarget: Int { queue.limitMirror.load(ordering: .acquiring) + 1 }
+
+    /// Under the lock: queues `run` of `task`, just started, for a runner; returns a new runner
+    /// to add to the queue if the workflow has fewer runners taking runs than `runnerTarget`.
+    func queueRunLocked(_ task: WorkflowTask, run: Int) -> WorkflowRunOperation? {
+        task.runQueuedStamp = CoarseClock.stamp()
+        pendingRuns.append(PendingRun(index: task.index, run: run))
+        guard drainers < runnerTarget else { return nil }
+        drainers += 1
+        return WorkflowRunOperation(workflow: self)
+    }
+
+    /// Under the lock: the next waiting run that is still its task's current, executing run, or
+    /// `nil`. Runs ended while they waited (cancelled, reset) are dropped on the way.
+    func takePendingRunLocked() -> (task: WorkflowTask, run: Int)? {
+        while pendingHead < pendingRuns.count {
+            let next = pendingRuns[pendingHead]
+            pendingHead += 1
+            if pendingHead == pendingRuns.count {
+                // A long list's storage is given back; a short one's is kept for the next runs.
+                pendingRuns.removeAll(keepingCapacity: pendingRuns.count <= 1_024)
+                pendingHead = 0
+            }
+            let task = tasks[next.index]
+            if task.lifecycle.state == .executing && task.lifecycle.run == next.run && task.runOperation == nil {
+                return (task, next.run)
+            }
+        }
+        return nil
+    }
+
+    /// Under the lock: `runner` stops taking runs (if it has not already). If runs still wait and
+    /// the workflow may have another runner, returns a new one to add to the queue.
+    func runnerStoppedLocked(_ runner: WorkflowRunOperation) -> WorkflowRunOperation? {
+        guard runner.takesRuns else { return nil }
+        runner.takesRuns = false
+        drainers -= 1
+        guard pendingRunCount > 0, drainers < runnerTarget else { return nil }
+        drainers += 1
+        return WorkflowRunOperation(workflow: self)
+    }
+
+    /// Adds a runner made under the lock to the queue (without the lock). It cannot be refused:
+    /// it was just made, is in no queue and has no dependencies.
+    private func addRunner(_ runner: WorkflowRunOperation?) {
+        if let runner { try? queue.addOperation(runner) }
+    }
+
+    /// The next run for `runner`, which has executed `taken` runs in this turn, or `nil` when the
+    /// runner stops: nothing waits; the queue is suspended, or its limit went down and the
+    /// workflow has more runners than `runnerTarget`;
+    /// the turn is over; or the runner was cancelled. A runner that stops while runs wait is
+    /// replaced (the new one waits in the queue like any operation).
+    func takeRun(for runner: WorkflowRunOperation, taken: Int, cancelled: Bool) -> (WorkflowTask, Int)? {
+        let queue = queue
+        enum Decision {
+            case run(WorkflowTask, Int)
+            case stop(WorkflowRunOperation?)
+        }
+        if taken >= WorkflowRunOperation.turn {
+            // A worker's turn of runs: the worker makes way after this runner (see
+            // `ConcurrentOperationQueue.runWorker(handedOff:)`), and the runs left go to another.
+            queue.workerMakeWay.store(true, ordering: .relaxed)
+            addRunner(lock.withLock { runnerStoppedLocked(runner) })
+            return nil
+        }
+        let decision: Decision = lock.withLock {
+            if cancelled || queue.suspendedMirror.load(ordering: .acquiring) || drainers > runnerTarget {
+                return .stop(runnerStoppedLocked(runner))
+            }
+            guard let next = takePendingRunLocked() else {
+                runner.takesRuns = false
+                drainers -= 1
+                return .stop(nil)
+            }
+            next.task.runOperation = runner
+            next.task.runStartedStamp = CoarseClock.stamp()
+            runner.beganLocked(next.task, run: next.run)
+            return .run(next.task, next.run)
+        }
+        switch decision {
+        case .run(let task, let run):
+            return (task, run)
+        case .stop(let replacement):
+            addRunner(replacement)
+            return nil
+        }
+    }
+
+    /// After the `main()` of `runner`'s run returned without the run ending on that thread: the
+    /// runner takes no more runs (another is queued if runs wait). Returns whether it keeps the
+    /// run — it did not end: the runner's operation finishes when it does — or not (it ended on
+    /// another thread, which finishes the operation; the runner may finish it too).
+    func runnerKeepsRun(_ runner: WorkflowRunOperation) -> Bool {
+        let (keeps, replacement) = lock.withLock { () -> (Bool, WorkflowRunOperation?) in
+            (!runner.isRunOverLocked, runnerStoppedLocked(runner))
+        }
+        addRunner(replacement)
+        return keeps
+    }
+
+    /// A runner leaves without executing: it was cancelled in its queue. If runs wait (started
+    /// since the cancel), another runner is queued.
+    func runnerLeft(_ runner: WorkflowRunOperation) {
+        addRunner(lock.withLock { runnerStoppedLocked(runner) })
+    }
+}
