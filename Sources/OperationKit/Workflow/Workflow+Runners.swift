@@ -50,6 +50,20 @@ extension Workflow {
         return nil
     }
 
+    /// Under the lock, at the end of a change that ended `runner`'s run on its thread: hands it
+    /// the next waiting run, if it may take one (as `takeRun` decides), so that the runner goes
+    /// on without taking the lock again. The run begins once the current run's `main()` returns.
+    func handNextRunLocked(to unmanagedRunner: Unmanaged<WorkflowRunOperation>) {
+        unmanagedRunner._withUnsafeGuaranteedRef { runner in
+            guard pendingHead < pendingRuns.count, runner.acceptsNextLocked,
+                  !queue.suspendedMirror.load(ordering: .acquiring), drainers <= runnerTarget,
+                  let next = takePendingRunLocked() else { return }
+            next.task.runOperation = runner
+            next.task.runStartedStamp = CoarseClock.stamp()
+            runner.handNextLocked(next.task, run: next.run)
+        }
+    }
+
     /// Under the lock: `runner` stops taking runs (if it has not already). If runs still wait and
     /// the workflow may have another runner, returns a new one to add to the queue.
     func runnerStoppedLocked(_ runner: WorkflowRunOperation) -> WorkflowRunOperation? {

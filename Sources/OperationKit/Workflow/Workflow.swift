@@ -339,6 +339,7 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
         var transaction = WorkflowTransaction(workflow: self, instrument: instrumentSlot.current)
         lock.withLock {
             body(&transaction)
+            if let runner = transaction.freedRunner { handNextRunLocked(to: runner) }
             if !streams.isEmpty || !listeners.isEmpty {
                 transaction.receivers = .init(streams: Array(streams.values), listeners: Array(listeners.values))
             }

@@ -377,6 +377,16 @@ final class WorkflowRunOperation: ConcurrentOperation, @unchecked Sendable {
     private static let over: UInt8 = 1
     private static let began: UInt8 = 2
     private static let external: UInt8 = 4
+    /// A next run was handed to the runner by the change that ended its current run on its
+    /// thread (`nextTask`), and has not begun; `nextOver`: it ended before it began.
+    private static let nextReady: UInt8 = 8
+    private static let nextOver: UInt8 = 16
+    /// The run handed over (see `nextReady`): written under the workflow's lock on the runner's
+    /// thread, read there once `main()` returns. The workflow holds the task.
+    @exclusivity(unchecked) private var nextTask: Unmanaged<WorkflowTask>?
+    @exclusivity(unchecked) private var nextRun = 0
+    /// Runs taken in this turn: written on the runner's thread, read there under the lock.
+    @exclusivity(unchecked) private var takenInTurn = 0
     /// Set by `cancel()`: the runner takes no more runs, and cancels those waiting.
     private let cancelRequested = Atomic<Bool>(false)
     /// Whether the runner counts among the workflow's runners taking runs (`Workflow.drainers`):
@@ -410,18 +420,26 @@ final class WorkflowRunOperation: ConcurrentOperation, @unchecked Sendable {
         // The thread-local marks this runner for all its runs: between two runs no code of the
         // user's runs on this thread, and each run's task and number are the runner's fields.
         let keepsRun = ExecutingRun.with(self) { () -> Bool in
-            var taken = 0
-            while let (task, run) = workflow.takeRun(for: self, taken: taken,
-                                                     cancelled: cancelRequested.load(ordering: .acquiring)) {
-                taken += 1
+            takenInTurn = 0
+            var next = workflow.takeRun(for: self, taken: 0, cancelled: cancelRequested.load(ordering: .acquiring))
+            while let (task, run) = next {
+                takenInTurn += 1
                 task.main(executing: WorkflowTaskRun(task: task, number: run))
-                if runFlags.load(ordering: .acquiring) & (Self.over | Self.external) == Self.over {
-                    // Ended in its `main()`, on this thread: the next one.
-                    continue
+                let flags = runFlags.load(ordering: .acquiring)
+                if flags & Self.nextReady != 0 {
+                    // Ended in its `main()`, on this thread, and the change that ended it took
+                    // the next run for this runner: that one, unless it ended before it began.
+                    if let handed = claimNext() {
+                        next = handed
+                        continue
+                    }
+                } else if flags & (Self.over | Self.external) != Self.over {
+                    // Ended elsewhere (this operation is being finished there), or not ended yet
+                    // (this operation stays with the run until it ends): no more runs for this runner.
+                    return workflow.runnerKeepsRun(self)
                 }
-                // Ended elsewhere (this operation is being finished there), or not ended yet
-                // (this operation stays with the run until it ends): no more runs for this runner.
-                return workflow.runnerKeepsRun(self)
+                next = workflow.takeRun(for: self, taken: takenInTurn,
+                                        cancelled: cancelRequested.load(ordering: .acquiring))
             }
             return false
         }
@@ -435,19 +453,78 @@ final class WorkflowRunOperation: ConcurrentOperation, @unchecked Sendable {
         runFlags.store(Self.began, ordering: .releasing)
     }
 
+    /// Whether the runner may be handed its next run by the change that ended its current one:
+    /// under the workflow's lock, on the runner's thread.
+    var acceptsNextLocked: Bool {
+        takesRuns && takenInTurn < Self.turn && !cancelRequested.load(ordering: .acquiring)
+            && runFlags.load(ordering: .acquiring) & Self.nextReady == 0
+    }
+
+    /// Under the workflow's lock, on the runner's thread, by the change that ended its current run
+    /// there: `run` of `task` is the runner's next; it begins once the current `main()` returns.
+    func handNextLocked(_ task: WorkflowTask, run: Int) {
+        nextTask = Unmanaged.passUnretained(task)
+        nextRun = run
+        runFlags.bitwiseOr(Self.nextReady, ordering: .acquiringAndReleasing)
+    }
+
+    /// On the runner's thread, after `main()` returned: begins the run handed over by
+    /// `handNextLocked`, or returns `nil` if it ended before it began.
+    private func claimNext() -> (WorkflowTask, Int)? {
+        guard let handed = nextTask else { return nil }
+        nextTask = nil
+        var flags = runFlags.load(ordering: .acquiring)
+        while true {
+            let ended = flags & Self.nextOver != 0
+            let desired = ended ? flags & ~(Self.nextReady | Self.nextOver) : Self.began
+            let (exchanged, original) = runFlags.compareExchange(
+                expected: flags, desired: desired, ordering: .acquiringAndReleasing)
+            if exchanged {
+                if ended { return nil }
+                let task = handed.takeUnretainedValue()
+                self.task = task
+                self.run = nextRun
+                return (task, nextRun)
+            }
+            flags = original
+        }
+    }
+
     /// Under the workflow's lock: whether the current run was ended (by any thread).
     var isRunOverLocked: Bool { runFlags.load(ordering: .acquiring) & Self.over != 0 }
 
-    /// Under the workflow's lock, by the change that ends the run: marks it over. Returns whether
-    /// that change must finish the operation in its effects: only if the run has begun and this
-    /// thread is not the runner's (otherwise the runner goes on, or finishes itself once it has
-    /// no more runs to take). The runner then no longer takes runs (the change replaces it if runs
-    /// wait: see `Workflow.runnerStoppedLocked(_:)`).
-    func endRunLocked() -> Bool {
+    /// What ending a run of the runner asks of the change that ends it.
+    enum RunEnd {
+        /// Nothing: the runner goes on once its `main()` returns, or the run was the next one,
+        /// handed over but not begun (the runner drops it).
+        case none
+        /// The run ended on the runner's thread: the change may hand the runner its next run.
+        case onRunner
+        /// The change finishes the runner in its effects (the run ended on another thread).
+        case finishRunner
+    }
+
+    /// Under the workflow's lock, by the change that ends the run: marks it over. The change must
+    /// finish the operation in its effects only if the run has begun and this thread is not the
+    /// runner's (otherwise the runner goes on, or finishes itself once it has no more runs to
+    /// take); the runner then no longer takes runs (the change replaces it if runs wait: see
+    /// `Workflow.runnerStoppedLocked(_:)`). A run handed over but not begun is marked so, and
+    /// the runner drops it.
+    func endRunLocked() -> RunEnd {
         let external = !ExecutingRun.holds(self)
-        let flags = runFlags.bitwiseOr(external ? Self.over | Self.external : Self.over,
-                                       ordering: .acquiringAndReleasing).oldValue
-        return flags & Self.began != 0 && external
+        var flags = runFlags.load(ordering: .acquiring)
+        while true {
+            let handed = flags & Self.nextReady != 0
+            let desired = handed ? flags | Self.nextOver : flags | (external ? Self.over | Self.external : Self.over)
+            let (exchanged, original) = runFlags.compareExchange(
+                expected: flags, desired: desired, ordering: .acquiringAndReleasing)
+            if exchanged {
+                if handed { return .none }
+                if !external { return .onRunner }
+                return flags & Self.began != 0 ? .finishRunner : .none
+            }
+            flags = original
+        }
     }
 }
 

@@ -36,6 +36,9 @@ struct WorkflowTransaction {
     private(set) var effects = WorkflowSmallList<Effect>()
     /// The runners made for the runs started, to add to the queue.
     private var startedRuns = WorkflowSmallList<ConcurrentOperation>()
+    /// The runner whose run this change ended on the runner's own thread: it is handed its next
+    /// run at the end of the change (``Workflow/perform(_:)``). `execute()` keeps it alive.
+    var freedRunner: Unmanaged<WorkflowRunOperation>?
     /// The workflow's instrument, read once (one atomic load).
     private let instrument: (any OperationInstrument)?
     /// What many changes do without, in one optional: destroying a transaction without any of it
@@ -308,11 +311,17 @@ struct WorkflowTransaction {
             workflow.executingCount -= 1
             if let operation = task.runOperation {
                 task.runOperation = nil
-                if operation.endRunLocked() {
+                switch operation.endRunLocked() {
+                case .finishRunner:
                     madeRare.endedRuns.append(operation)
                     // Its runner is finished at the end of this change, even if the run's
                     // `main()` has not returned yet: runs waiting get another runner now.
                     if let replacement = workflow.runnerStoppedLocked(operation) { startedRuns.append(replacement) }
+                case .onRunner:
+                    // Its next run is taken at the end of the change, under the same lock.
+                    freedRunner = Unmanaged.passUnretained(operation)
+                case .none:
+                    break
                 }
             }
         }
