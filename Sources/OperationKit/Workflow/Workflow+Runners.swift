@@ -33,7 +33,7 @@ extension Workflow {
 
     /// Under the lock: the next waiting run that is still its task's current, executing run, or
     /// `nil`. Runs ended while they waited (cancelled, reset) are dropped on the way.
-    func takePendingRunLocked() -> (task: WorkflowTask, run: Int)? {
+    func takePendingRunLocked() -> (task: Unmanaged<WorkflowTask>, run: Int)? {
         while pendingHead < pendingRuns.count {
             let next = pendingRuns[pendingHead]
             pendingHead += 1
@@ -42,10 +42,11 @@ extension Workflow {
                 pendingRuns.removeAll(keepingCapacity: pendingRuns.count <= 1_024)
                 pendingHead = 0
             }
-            let task = tasks[next.index]
-            if task.lifecycle.state == .executing && task.lifecycle.run == next.run && task.runOperation == nil {
-                return (task, next.run)
+            let task = Unmanaged.passUnretained(tasks[next.index])
+            let waiting = task._withUnsafeGuaranteedRef {
+                $0.lifecycle.state == .executing && $0.lifecycle.run == next.run && $0.runOperation == nil
             }
+            if waiting { return (task, next.run) }
         }
         return nil
     }
@@ -58,8 +59,10 @@ extension Workflow {
             guard pendingHead < pendingRuns.count, runner.acceptsNextLocked,
                   !queue.suspendedMirror.load(ordering: .acquiring), drainers <= runnerTarget,
                   let next = takePendingRunLocked() else { return }
-            next.task.runOperation = runner
-            next.task.runStartedStamp = CoarseClock.stamp()
+            next.task._withUnsafeGuaranteedRef {
+                $0.runOperation = runner
+                $0.runStartedStamp = CoarseClock.stamp()
+            }
             runner.handNextLocked(next.task, run: next.run)
         }
     }
@@ -86,10 +89,10 @@ extension Workflow {
     /// workflow has more runners than `runnerTarget`;
     /// the turn is over; or the runner was cancelled. A runner that stops while runs wait is
     /// replaced (the new one waits in the queue like any operation).
-    func takeRun(for runner: WorkflowRunOperation, taken: Int, cancelled: Bool) -> (WorkflowTask, Int)? {
+    func takeRun(for runner: WorkflowRunOperation, taken: Int, cancelled: Bool) -> (Unmanaged<WorkflowTask>, Int)? {
         let queue = queue
         enum Decision {
-            case run(WorkflowTask, Int)
+            case run(Unmanaged<WorkflowTask>, Int)
             case stop(WorkflowRunOperation?)
         }
         if taken >= WorkflowRunOperation.turn {
@@ -108,8 +111,10 @@ extension Workflow {
                 drainers -= 1
                 return .stop(nil)
             }
-            next.task.runOperation = runner
-            next.task.runStartedStamp = CoarseClock.stamp()
+            next.task._withUnsafeGuaranteedRef {
+                $0.runOperation = runner
+                $0.runStartedStamp = CoarseClock.stamp()
+            }
             runner.beganLocked(next.task, run: next.run)
             return .run(next.task, next.run)
         }

@@ -335,8 +335,11 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
     /// The streams and listeners that get the change's events are read under the same lock, at
     /// the end of the decisions: a stream made after the change was decided does not get its
     /// events.
-    func perform(_ body: (inout WorkflowTransaction) -> Void) {
+    ///
+    /// `runner`: the runner whose run's `main()` runs on this thread, if the caller knows it.
+    func perform(onRunner runner: Unmanaged<WorkflowRunOperation>? = nil, _ body: (inout WorkflowTransaction) -> Void) {
         var transaction = WorkflowTransaction(workflow: self, instrument: instrumentSlot.current)
+        transaction.runnerOnThread = runner
         lock.withLock {
             body(&transaction)
             if let runner = transaction.freedRunner { handNextRunLocked(to: runner) }

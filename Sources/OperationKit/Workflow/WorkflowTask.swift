@@ -178,7 +178,8 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     /// The number of the run whose `main()` this thread is executing, if it executes one of this
     /// task's.
     var executingRunNumber: Int? {
-        guard let operation = ExecutingRun.value, operation.task === self else { return nil }
+        guard let operation = ExecutingRun.value,
+              operation.task?.toOpaque() == Unmanaged.passUnretained(self).toOpaque() else { return nil }
         return operation.run
     }
 
@@ -272,17 +273,20 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     /// the runner alive while `main()` runs, and the runner keeps the workflow (a workflow,
     /// weakly referenced by its tasks, has a side table, so each retain and release of it takes
     /// the runtime's slow path).
+    ///
+    /// `body` also gets the runner executing the run on this thread, if known (the fast path):
+    /// the change then need not look the thread's runner up again.
     @inline(__always)
-    func withWorkflowForRun(_ body: (Workflow) -> Void) {
+    func withWorkflowForRun(_ body: (Workflow, Unmanaged<WorkflowRunOperation>?) -> Void) {
         if let executing = ExecutingRun.unmanagedValue {
             let handled = executing._withUnsafeGuaranteedRef { operation in
-                guard operation.task === self else { return false }
-                operation.unretainedWorkflow._withUnsafeGuaranteedRef(body)
+                guard operation.task?.toOpaque() == Unmanaged.passUnretained(self).toOpaque() else { return false }
+                operation.unretainedWorkflow._withUnsafeGuaranteedRef { body($0, executing) }
                 return true
             }
             if handled { return }
         }
-        if let workflow = attachedWorkflow { body(workflow) }
+        if let workflow = attachedWorkflow { body(workflow, nil) }
     }
 
     /// Runs `body` under the lock that guards the task: its own while it is in no workflow, its
@@ -327,7 +331,9 @@ public struct WorkflowTaskRun: Sendable {
     /// - Parameter result: The run's result, readable as ``WorkflowTask/result`` and by the
     ///   dependents.
     public func finish(with result: (any Sendable)?) {
-        task.withWorkflowForRun { $0.perform { $0.finish(task, run: number, result: result) } }
+        task.withWorkflowForRun { workflow, runner in
+            workflow.perform(onRunner: runner) { $0.finish(task, run: number, result: result) }
+        }
     }
 
     /// Fails this run with `error`, if it is still the task's current run and executing: the task
@@ -335,7 +341,9 @@ public struct WorkflowTaskRun: Sendable {
     /// the hook and the delegates are called on the calling thread before this returns.
     /// - Parameter error: Why the run failed, readable as ``WorkflowTask/error``.
     public func fail(with error: any Error) {
-        task.withWorkflowForRun { $0.perform { $0.fail(task, run: number, error: error) } }
+        task.withWorkflowForRun { workflow, runner in
+            workflow.perform(onRunner: runner) { $0.fail(task, run: number, error: error) }
+        }
     }
 }
 
@@ -365,7 +373,8 @@ final class WorkflowRunOperation: ConcurrentOperation, @unchecked Sendable {
     /// The task and the number of the run the runner executes now (or executed last). Written by
     /// the runner's thread under the workflow's lock when it takes a run; read on that thread (by
     /// `currentRun`, `finish(with:)` and the like, through `ExecutingRun`).
-    @exclusivity(unchecked) var task: WorkflowTask?
+    /// (Unretained: the workflow holds its tasks for good, and the runner holds the workflow.)
+    @exclusivity(unchecked) var task: Unmanaged<WorkflowTask>?
     @exclusivity(unchecked) var run = 0
     /// Keeps the workflow alive while the runner is in its queue (tasks hold their workflow weakly).
     let workflow: Workflow
@@ -424,7 +433,7 @@ final class WorkflowRunOperation: ConcurrentOperation, @unchecked Sendable {
             var next = workflow.takeRun(for: self, taken: 0, cancelled: cancelRequested.load(ordering: .acquiring))
             while let (task, run) = next {
                 takenInTurn += 1
-                task.main(executing: WorkflowTaskRun(task: task, number: run))
+                task._withUnsafeGuaranteedRef { $0.main(executing: WorkflowTaskRun(task: $0, number: run)) }
                 let flags = runFlags.load(ordering: .acquiring)
                 if flags & Self.nextReady != 0 {
                     // Ended in its `main()`, on this thread, and the change that ended it took
@@ -447,7 +456,7 @@ final class WorkflowRunOperation: ConcurrentOperation, @unchecked Sendable {
     }
 
     /// Under the workflow's lock, when the runner takes `run` of `task`.
-    func beganLocked(_ task: WorkflowTask, run: Int) {
+    func beganLocked(_ task: Unmanaged<WorkflowTask>, run: Int) {
         self.task = task
         self.run = run
         runFlags.store(Self.began, ordering: .releasing)
@@ -462,15 +471,15 @@ final class WorkflowRunOperation: ConcurrentOperation, @unchecked Sendable {
 
     /// Under the workflow's lock, on the runner's thread, by the change that ended its current run
     /// there: `run` of `task` is the runner's next; it begins once the current `main()` returns.
-    func handNextLocked(_ task: WorkflowTask, run: Int) {
-        nextTask = Unmanaged.passUnretained(task)
+    func handNextLocked(_ task: Unmanaged<WorkflowTask>, run: Int) {
+        nextTask = task
         nextRun = run
         runFlags.bitwiseOr(Self.nextReady, ordering: .acquiringAndReleasing)
     }
 
     /// On the runner's thread, after `main()` returned: begins the run handed over by
     /// `handNextLocked`, or returns `nil` if it ended before it began.
-    private func claimNext() -> (WorkflowTask, Int)? {
+    private func claimNext() -> (Unmanaged<WorkflowTask>, Int)? {
         guard let handed = nextTask else { return nil }
         nextTask = nil
         var flags = runFlags.load(ordering: .acquiring)
@@ -481,10 +490,9 @@ final class WorkflowRunOperation: ConcurrentOperation, @unchecked Sendable {
                 expected: flags, desired: desired, ordering: .acquiringAndReleasing)
             if exchanged {
                 if ended { return nil }
-                let task = handed.takeUnretainedValue()
-                self.task = task
-                self.run = nextRun
-                return (task, nextRun)
+                task = handed
+                run = nextRun
+                return (handed, nextRun)
             }
             flags = original
         }
@@ -510,8 +518,9 @@ final class WorkflowRunOperation: ConcurrentOperation, @unchecked Sendable {
     /// take); the runner then no longer takes runs (the change replaces it if runs wait: see
     /// `Workflow.runnerStoppedLocked(_:)`). A run handed over but not begun is marked so, and
     /// the runner drops it.
-    func endRunLocked() -> RunEnd {
-        let external = !ExecutingRun.holds(self)
+    /// `onThread`: whether this thread is the runner's, if the caller knows.
+    func endRunLocked(onThread: Bool?) -> RunEnd {
+        let external = !(onThread ?? ExecutingRun.holds(self))
         var flags = runFlags.load(ordering: .acquiring)
         while true {
             let handed = flags & Self.nextReady != 0

@@ -39,6 +39,10 @@ struct WorkflowTransaction {
     /// The runner whose run this change ended on the runner's own thread: it is handed its next
     /// run at the end of the change (``Workflow/perform(_:)``). `execute()` keeps it alive.
     var freedRunner: Unmanaged<WorkflowRunOperation>?
+    /// The runner whose run's `main()` runs on the thread making the change, if the caller knows
+    /// it (``Workflow/perform(onRunner:_:)``): a run it executes ends on its own thread, and any
+    /// other runner's run on another's.
+    var runnerOnThread: Unmanaged<WorkflowRunOperation>?
     /// The workflow's instrument, read once (one atomic load).
     private let instrument: (any OperationInstrument)?
     /// What many changes do without, in one optional: destroying a transaction without any of it
@@ -227,7 +231,7 @@ struct WorkflowTransaction {
     mutating func cancelPendingRuns() {
         let tasks = Self.with(workflowReference) { workflow -> [WorkflowTask] in
             var tasks: [WorkflowTask] = []
-            while let next = workflow.takePendingRunLocked() { tasks.append(next.task) }
+            while let next = workflow.takePendingRunLocked() { tasks.append(next.task.takeUnretainedValue()) }
             return tasks
         }
         if !tasks.isEmpty { cancel(from: tasks) }
@@ -311,7 +315,8 @@ struct WorkflowTransaction {
             workflow.executingCount -= 1
             if let operation = task.runOperation {
                 task.runOperation = nil
-                switch operation.endRunLocked() {
+                let onThread = runnerOnThread.map { $0.toOpaque() == Unmanaged.passUnretained(operation).toOpaque() }
+                switch operation.endRunLocked(onThread: onThread) {
                 case .finishRunner:
                     madeRare.endedRuns.append(operation)
                     // Its runner is finished at the end of this change, even if the run's
