@@ -201,24 +201,16 @@ struct WorkflowContender: Contender {
     }
 
     func run(_ nodes: [WorkflowNode]) {
-        let t0 = ContinuousClock.now
         for node in nodes { add(node) }
-        let t1 = ContinuousClock.now
         workflow.start()
-        let t2 = ContinuousClock.now
         latch.semaphore.wait()
-        let t3 = ContinuousClock.now
-        if nodes.count >= 100_000 { print("PHASES add \(milliseconds(t0.duration(to: t1))) start \(milliseconds(t1.duration(to: t2))) run \(milliseconds(t2.duration(to: t3)))") }
     }
 
     func runIndependent(count: Int, body: @escaping @Sendable () -> Void) {
-        let t0 = ContinuousClock.now
         var nodes: [WorkflowNode] = []
         nodes.reserveCapacity(count)
         for _ in 0..<count { nodes.append(makeNode(body)) }
-        print("PHASES make \(milliseconds(t0.duration(to: .now)))")
         run(nodes)
-        print("PHASES all \(milliseconds(t0.duration(to: .now)))")
     }
 
     /// A workflow adds its tasks one by one anyway; each is added as soon as it is made.
