@@ -123,19 +123,19 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
         }
         let all = keyedPrerequisites.isEmpty
             ? prerequisites : prerequisites + keyedPrerequisites.sorted { $0.key < $1.key }.map(\.value)
-        if all.contains(where: { $0 === task }) {
+        if all.withUnsafeBufferPointer({ Workflow.firstIndex(in: $0, where: { $0 === task }) }) != nil {
             throw OperationError(.dependencyCycle, operations: [task.name, task.name], "a task cannot be its own prerequisite")
         }
         let (refusal, becamePending): (OperationError?, Bool) = lock.withLock {
             // The task moves under this workflow's lock (which is held) unless it is in a
             // workflow already; from then on this lock guards its fields.
             var stranger: WorkflowTask?
-            // Both loops over the prerequisites go by index: iterating the array, or
-            // `first(where:)`, retains and releases every element once more per edge.
+            // Both loops over the prerequisites go through the array's buffer, borrowing each
+            // element: iterating the array, or indexing it, retains and releases every element
+            // once more per edge.
             let moved = task.lockPointer.move(to: lock) {
-                for position in all.indices where !all[position].isIn(self) {
+                if let position = all.withUnsafeBufferPointer({ Workflow.firstIndex(in: $0, where: { !$0.isIn(self) }) }) {
                     stranger = all[position]
-                    break
                 }
                 return stranger == nil
             }
@@ -154,19 +154,26 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
             var prerequisiteIndices = WorkflowIndices()
             prerequisiteIndices.reserveCapacity(all.count)
             var unfinished = 0
-            for position in all.indices {
-                let prerequisite = all[position]
-                let (appended, wasSink) = prerequisite.dependentIndices.appendUnlessLast(index)
-                guard appended else { continue }
-                prerequisiteIndices.append(prerequisite.index)
-                let finished = prerequisite.lifecycle.state == .finished
-                if wasSink {
-                    // It stops being a sink.
-                    sinkCount -= 1
-                    if finished { finishedSinkCount -= 1 }
+            var sinksLost = 0
+            var finishedSinksLost = 0
+            all.withUnsafeBufferPointer { buffer in
+                for position in buffer.indices {
+                    Unmanaged.passUnretained(buffer[position])._withUnsafeGuaranteedRef { prerequisite in
+                        let (appended, wasSink) = prerequisite.dependentIndices.appendUnlessLast(index)
+                        guard appended else { return }
+                        prerequisiteIndices.append(prerequisite.index)
+                        let finished = prerequisite.lifecycle.state == .finished
+                        if wasSink {
+                            // It stops being a sink.
+                            sinksLost += 1
+                            if finished { finishedSinksLost += 1 }
+                        }
+                        if !finished { unfinished += 1 }
+                    }
                 }
-                if !finished { unfinished += 1 }
             }
+            sinkCount -= sinksLost
+            finishedSinkCount -= finishedSinksLost
             task.prerequisiteIndices = prerequisiteIndices
             task.unfinishedPrerequisites = unfinished
             if !keyedPrerequisites.isEmpty { task.keyedPrerequisiteIndices = keyedPrerequisites.mapValues(\.index) }
@@ -178,6 +185,17 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
         if becamePending, let instrument = instrumentSlot.current {
             instrument.record(WorkflowTaskEvent(task: task, workflowName: name, from: .ready, to: .pending))
         }
+    }
+
+    /// The position of the first task of `buffer` for which `predicate` holds, each borrowed
+    /// (neither retained nor released).
+    @inline(__always)
+    static func firstIndex(in buffer: UnsafeBufferPointer<WorkflowTask>, where predicate: (WorkflowTask) -> Bool) -> Int? {
+        for position in buffer.indices
+        where Unmanaged.passUnretained(buffer[position])._withUnsafeGuaranteedRef(predicate) {
+            return position
+        }
+        return nil
     }
 
     // MARK: Reading
