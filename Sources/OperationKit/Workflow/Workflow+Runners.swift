@@ -54,14 +54,15 @@ extension Workflow {
     /// Under the lock, at the end of a change that ended `runner`'s run on its thread: hands it
     /// the next waiting run, if it may take one (as `takeRun` decides), so that the runner goes
     /// on without taking the lock again. The run begins once the current run's `main()` returns.
-    func handNextRunLocked(to unmanagedRunner: Unmanaged<WorkflowRunOperation>) {
+    /// `stamp`: the time, read before the lock (0 if it was not).
+    func handNextRunLocked(to unmanagedRunner: Unmanaged<WorkflowRunOperation>, stamp: UInt32) {
         unmanagedRunner._withUnsafeGuaranteedRef { runner in
             guard pendingHead < pendingRuns.count, runner.acceptsNextLocked,
                   !queue.suspendedMirror.load(ordering: .acquiring), drainers <= runnerTarget,
                   let next = takePendingRunLocked() else { return }
             next.task._withUnsafeGuaranteedRef {
                 $0.runOperation = runner
-                $0.runStartedStamp = CoarseClock.stamp()
+                $0.runStartedStamp = stamp != 0 ? stamp : CoarseClock.stamp()
             }
             runner.handNextLocked(next.task, run: next.run)
         }

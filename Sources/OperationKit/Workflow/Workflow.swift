@@ -357,10 +357,13 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
     /// `runner`: the runner whose run's `main()` runs on this thread, if the caller knows it.
     func perform(onRunner runner: Unmanaged<WorkflowRunOperation>? = nil, _ body: (inout WorkflowTransaction) -> Void) {
         var transaction = WorkflowTransaction(workflow: self, instrument: instrumentSlot.current)
-        transaction.runnerOnThread = runner
+        if let runner {
+            transaction.runnerOnThread = runner
+            transaction.stamp = CoarseClock.stamp()
+        }
         lock.withLock {
             body(&transaction)
-            if let runner = transaction.freedRunner { handNextRunLocked(to: runner) }
+            if let runner = transaction.freedRunner { handNextRunLocked(to: runner, stamp: transaction.stamp) }
             if !streams.isEmpty || !listeners.isEmpty {
                 transaction.receivers = .init(streams: Array(streams.values), listeners: Array(listeners.values))
             }

@@ -332,7 +332,8 @@ public struct WorkflowTaskRun: Sendable {
     ///   dependents.
     public func finish(with result: (any Sendable)?) {
         task.withWorkflowForRun { workflow, runner in
-            workflow.perform(onRunner: runner) { $0.finish(task, run: number, result: result) }
+            let now = ContinuousClock.now
+            workflow.perform(onRunner: runner) { $0.finish(task, run: number, result: result, now: now) }
         }
     }
 
@@ -342,7 +343,8 @@ public struct WorkflowTaskRun: Sendable {
     /// - Parameter error: Why the run failed, readable as ``WorkflowTask/error``.
     public func fail(with error: any Error) {
         task.withWorkflowForRun { workflow, runner in
-            workflow.perform(onRunner: runner) { $0.fail(task, run: number, error: error) }
+            let now = ContinuousClock.now
+            workflow.perform(onRunner: runner) { $0.fail(task, run: number, error: error, now: now) }
         }
     }
 }

@@ -43,6 +43,8 @@ struct WorkflowTransaction {
     /// it (``Workflow/perform(onRunner:_:)``): a run it executes ends on its own thread, and any
     /// other runner's run on another's.
     var runnerOnThread: Unmanaged<WorkflowRunOperation>?
+    /// A ``CoarseClock`` stamp read before the lock, for the run handed to `runnerOnThread`.
+    var stamp: UInt32 = 0
     /// The workflow's instrument, read once (one atomic load).
     private let instrument: (any OperationInstrument)?
     /// What many changes do without, in one optional: destroying a transaction without any of it
@@ -192,7 +194,9 @@ struct WorkflowTransaction {
     }
 
     /// Finishes run `run` (the current one if `nil`) of `task`.
-    mutating func finish(_ task: WorkflowTask, run: Int?, result: (any Sendable)?) {
+    /// `now`: the finish time, read by the caller before the lock, so that the clock is not read
+    /// with the lock held.
+    mutating func finish(_ task: WorkflowTask, run: Int?, result: (any Sendable)?, now: ContinuousClock.Instant = .now) {
         Self.with(workflowReference) { workflow in
             guard task.isIn(workflow), task.lifecycle.finish(run: run ?? task.lifecycle.run) else { return }
             transitioned(task, from: .executing, to: .finished)
@@ -201,7 +205,7 @@ struct WorkflowTransaction {
             // assigning an optional existential goes through its type's value witnesses.
             assert(task._result == nil && task._error == nil, "an executing task has no outcome")
             if result != nil { task._result = result }
-            task._finishTime = .now
+            task._finishTime = now
             endRun(task)
             let delegate = task._delegate
             let payload = result == nil && delegate == nil
@@ -212,13 +216,13 @@ struct WorkflowTransaction {
     }
 
     /// Fails run `run` (the current one if `nil`) of `task`.
-    mutating func fail(_ task: WorkflowTask, run: Int?, error: any Error) {
+    mutating func fail(_ task: WorkflowTask, run: Int?, error: any Error, now: ContinuousClock.Instant = .now) {
         Self.with(workflowReference) { workflow in
             guard task.isIn(workflow), task.lifecycle.fail(run: run ?? task.lifecycle.run) else { return }
             transitioned(task, from: .executing, to: .failed, error: error)
             assert(task._result == nil && task._error == nil, "an executing task has no outcome")
             task._error = error
-            task._finishTime = .now
+            task._finishTime = now
             workflow.failedCount += 1
             endRun(task)
             let payload = keep(WorkflowFailurePayload(error: error, delegate: task._delegate))
