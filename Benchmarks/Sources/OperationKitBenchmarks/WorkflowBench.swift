@@ -164,7 +164,9 @@ final class WorkflowNode: @unchecked Sendable {  // prerequisites are written on
 
 /// A `Workflow` of `ClosureTask`s (each runs the body, then finishes its run), on the workflow's own
 /// queue with the default concurrency: S1-S4 are built, added in order (every scenario lists a node
-/// after its prerequisites), started once and waited for with the workflow's delegate. S5 adds the
+/// after its prerequisites), started once and waited for with the workflow's delegate. Where no task
+/// has prerequisites and all run the same body (S1, S5), the tasks are made without nodes and share
+/// one closure, as the other contenders share the body (and as a user writes a literal). S5 adds the
 /// tasks to a suspended workflow, starts it (every task is held), cancels it, resumes it and waits
 /// for its queue.
 struct WorkflowContender: Contender {
@@ -206,16 +208,39 @@ struct WorkflowContender: Contender {
         latch.semaphore.wait()
     }
 
+    /// The closure of every task when all run the same body (S1, S5), made once, as a user
+    /// writes a literal closure: a closure made per task would allocate a context per task.
+    private func sharedClosure(_ body: @escaping @Sendable () -> Void) -> @Sendable (WorkflowTaskRun) -> Void {
+        { run in
+            body()
+            run.finish(with: nil)
+        }
+    }
+
+    /// Adds a task of its own, without prerequisites.
+    private func add(_ task: WorkflowTask) {
+        do {
+            try workflow.add(task)
+        } catch {
+            fail("\(Self.name) refused a task: \(error)")
+        }
+    }
+
+    /// The tasks have no prerequisites: they are made and added as they are, with no node.
     func runIndependent(count: Int, body: @escaping @Sendable () -> Void) {
-        var nodes: [WorkflowNode] = []
-        nodes.reserveCapacity(count)
-        for _ in 0..<count { nodes.append(makeNode(body)) }
-        run(nodes)
+        let closure = sharedClosure(body)
+        var tasks: [WorkflowTask] = []
+        tasks.reserveCapacity(count)
+        for _ in 0..<count { tasks.append(ClosureTask(name: "t", closure)) }
+        for task in tasks { add(task) }
+        workflow.start()
+        latch.semaphore.wait()
     }
 
     /// A workflow adds its tasks one by one anyway; each is added as soon as it is made.
     func runIndependentOneByOne(count: Int, body: @escaping @Sendable () -> Void) {
-        for _ in 0..<count { add(makeNode(body)) }
+        let closure = sharedClosure(body)
+        for _ in 0..<count { add(ClosureTask(name: "t", closure)) }
         workflow.start()
         latch.semaphore.wait()
     }
@@ -230,7 +255,8 @@ struct WorkflowContender: Contender {
     ) {
         workflow.isSuspended = true
         beforeCreating()
-        for _ in 0..<count { add(makeNode(body)) }
+        let closure = sharedClosure(body)
+        for _ in 0..<count { add(ClosureTask(name: "t", closure)) }
         workflow.start()
         afterAdding()
         if cancelling { workflow.cancel() }

@@ -39,6 +39,8 @@ struct WorkflowTransaction {
     /// The runner whose run this change ended on the runner's own thread: it is handed its next
     /// run at the end of the change (``Workflow/perform(_:)``). `execute()` keeps it alive.
     var freedRunner: Unmanaged<WorkflowRunOperation>?
+    /// Whether a run this change started counts on `freedRunner` to take it.
+    private var freedRunnerTakesOne = false
     /// The runner whose run's `main()` runs on the thread making the change, if the caller knows
     /// it (``Workflow/perform(onRunner:_:)``): a run it executes ends on its own thread, and any
     /// other runner's run on another's.
@@ -169,7 +171,14 @@ struct WorkflowTransaction {
             guard let run = task.lifecycle.start() else { return }
             transitioned(task, from: .ready, to: .executing)
             workflow.executingCount += 1
-            if let runner = workflow.queueRunLocked(task, run: run) { startedRuns.append(runner) }
+            // The first run started by a change that freed a runner on its thread goes to that
+            // runner (``Workflow/perform(onRunner:_:)``), not to a new one; if the runner cannot
+            // take it, the runner stops and is replaced, since a run waits.
+            let runnerFreed = freedRunner != nil && !freedRunnerTakesOne
+            if runnerFreed { freedRunnerTakesOne = true }
+            if let runner = workflow.queueRunLocked(task, run: run, mayMakeRunner: !runnerFreed) {
+                startedRuns.append(runner)
+            }
             if !workflow.streams.isEmpty || !workflow.listeners.isEmpty {
                 effects.append(.startRun(Unmanaged.passUnretained(task)))
             }
