@@ -8,7 +8,7 @@ import Testing
 
 @Suite("Workflow runners: when a run's place on the queue is freed", .offThePool)
 struct WorkflowRunOperationTests {
-    @Test("a run finished inside main() keeps its place until main() returns; the dependent then runs")
+    @Test("a run finished inside main() keeps its place until main() returns, then hands it to the dependent")
     func finishedInsideMainKeepsItsOperation() async throws {
         let queue = try ConcurrentOperationQueue(name: "one at a time", maxConcurrentOperationCount: 1)
         let workflow = Workflow(name: "finish inside main", queue: queue)
@@ -25,11 +25,11 @@ struct WorkflowRunOperationTests {
         workflow.start()
         #expect(await finished.opened(within: workflowTimeout))
         #expect(first.state == .finished)
-        // The dependent's run is started, and waits: the runner that may take it waits in the
-        // queue for the place first's runner holds until first's main() returns.
+        // The dependent's run is started and was handed to first's runner by first's finish: it
+        // waits for first's main() to return, in the place first held. No other runner is made.
         #expect(second.state == .executing)
-        #expect(queue.operationCount == 2)
-        #expect(workflow.snapshot().operations.first { $0.name == "second" }?.sinceStarted == nil)
+        #expect(queue.operationCount == 1)
+        #expect(workflow.snapshot().operations.first { $0.name == "second" }?.sinceStarted != nil)
         release.open()
         #expect(await drained(queue))
         #expect(second.state == .finished)
