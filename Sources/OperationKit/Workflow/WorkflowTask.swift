@@ -364,6 +364,12 @@ public struct WorkflowTaskRun: Sendable {
 /// own), and when a run does not end in its `main()`; in every case another runner is queued if
 /// runs are left.
 ///
+/// A run that ends on the runner's thread hands the runner its next run in the change that ended
+/// it (`handNextLocked`, under the workflow's lock), so that the runner goes on without taking the
+/// lock again: the handed run begins once the ended run's `main()` returns (`claimNext`). Until
+/// then `task` and `run` still name the ended run, and a handed run that ends before it began is
+/// marked `nextOver` and dropped.
+///
 /// Who finishes the runner once it keeps a run is settled by the flags `over`, `began` and
 /// `external` of the run it executes (reset for each run): `began` is set under the workflow's
 /// lock when the run is taken, `over` by the change that ends the run, also under that lock. A
