@@ -129,16 +129,19 @@ extension ConcurrentOperationQueue {
     /// The queue of a group's children (or of a retry's attempts) takes `instrument`, that of the
     /// queue its owner was added to.
     ///
-    /// If it had none and `tellHeld`, the operations it already holds (a group's first children,
-    /// which cannot run before the group does) are told as added now, before any other event of
+    /// If `tellHeld`, the operations it already holds (a group's first children, which cannot run
+    /// before the group does) are told to `instrument` as added now, before any other event of
     /// theirs: meanwhile the queue's slot holds an ``AdoptionBuffer`` that keeps their events
-    /// (a cancel racing with the add) until the replay is done. A cancelled group passes
-    /// `tellHeld: false`: its children may be finishing already (it lets its cancelled children
-    /// finish), so they tell the instrument from their next event on, without `added`.
+    /// (a cancel racing with the add) until the replay is done. That holds also when the queue
+    /// had an instrument already — the default one, taken when the queue was made (as every new
+    /// queue does): the default was told them as added, and is told nothing more of them. A
+    /// cancelled group passes `tellHeld: false`: its children may be finishing already (it lets
+    /// its cancelled children finish), so they tell the instrument from their next event on,
+    /// without `added`.
     func adoptInstrument(_ instrument: any OperationInstrument, tellHeld: Bool) {
         let previous = instrumentSlot.current
         if let previous, ObjectIdentifier(previous) == ObjectIdentifier(instrument) { return }
-        guard previous == nil, tellHeld else {
+        guard tellHeld else {
             instrumentSlot.instrument = instrument
             return
         }

@@ -43,4 +43,25 @@ struct DefaultInstrumentTests {
         let empty = OperationLayer([ClosureOperation](), name: "empty")
         #expect(empty.isFinished && instrument.kinds(of: empty).isEmpty)
     }
+
+    @Test("a group made while a default is set, added to a queue with another instrument: that one is told its held children as added")
+    func groupMadeUnderTheDefault() throws {
+        let installed = RecordingInstrument()
+        OperationInstrumentation.default = installed
+        defer { OperationInstrumentation.default = nil }
+        // The group's queue for its children starts with the default, as every new queue does.
+        let child = ClosureOperation(name: "held-child") {}
+        let group = try GroupOperation(name: "group", operations: [child])
+        OperationInstrumentation.default = nil
+        let instrument = RecordingInstrument()
+        let queue = ConcurrentOperationQueue(name: "instrumented")
+        queue.instrument = instrument
+        try queue.addOperation(group)
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: .seconds(30)))
+        #expect(group.isFinished)
+        // The queue's instrument takes over the children's queue: the child it held is told
+        // as added first, as when the group is made with no default set.
+        #expect(instrument.kinds(of: child) == ["added", "ready", "started", "finished(succeeded)"])
+        #expect(instrument.kinds(of: group).first == "added")
+    }
 }
