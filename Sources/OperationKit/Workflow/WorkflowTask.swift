@@ -89,8 +89,9 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     /// thread — through ``currentRun``, read here before any asynchronous work, or through
     /// ``finish(with:)`` and ``fail(with:)``. A run that is never finished or failed keeps the
     /// task executing and its runner's place on the queue; a run finished here, before `main()`
-    /// returns, keeps its place until `main()` returns. The default finishes at once without a
-    /// result; overrides do not call it.
+    /// returns, keeps its place until `main()` returns, and the next waiting run, handed that
+    /// place by the finish, begins then. The default finishes at once without a result; overrides
+    /// do not call it.
     ///
     /// Runs on a worker of the workflow's ``Workflow/queue``, once per run. It is not called for a
     /// run that was cancelled or reset before the queue reached it. Cancelling or resetting the
