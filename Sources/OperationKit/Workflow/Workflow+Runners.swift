@@ -23,10 +23,10 @@ extension Workflow {
 
     /// Under the lock: queues `run` of `task`, just started, for a runner; returns a new runner
     /// to add to the queue if the workflow has fewer runners taking runs than `runnerTarget`.
-    /// `mayMakeRunner`: `false` if a runner is known to take the run next (or to be replaced if
+    /// `stamp`: the ``CoarseClock`` stamp of the start. `mayMakeRunner`: `false` if a runner is known to take the run next (or to be replaced if
     /// it cannot).
-    func queueRunLocked(_ task: WorkflowTask, run: Int, mayMakeRunner: Bool = true) -> WorkflowRunOperation? {
-        task.runQueuedStamp = CoarseClock.stamp()
+    func queueRunLocked(_ task: WorkflowTask, run: Int, stamp: UInt32, mayMakeRunner: Bool = true) -> WorkflowRunOperation? {
+        task.runQueuedStamp = stamp
         pendingRuns.append(PendingRun(index: task.index, run: run))
         guard mayMakeRunner, drainers < runnerTarget else { return nil }
         drainers += 1

@@ -39,6 +39,8 @@ struct WorkflowTransaction {
     /// The runner whose run this change ended on the runner's own thread: it is handed its next
     /// run at the end of the change (``Workflow/perform(_:)``). `execute()` keeps it alive.
     var freedRunner: Unmanaged<WorkflowRunOperation>?
+    /// The ``CoarseClock`` stamp of the runs this change starts, read at the first.
+    private var queuedStamp: UInt32 = 0
     /// Whether a run this change started counts on `freedRunner` to take it.
     private var freedRunnerTakesOne = false
     /// The runner whose run's `main()` runs on the thread making the change, if the caller knows
@@ -176,7 +178,10 @@ struct WorkflowTransaction {
             // take it, the runner stops and is replaced, since a run waits.
             let runnerFreed = freedRunner != nil && !freedRunnerTakesOne
             if runnerFreed { freedRunnerTakesOne = true }
-            if let runner = workflow.queueRunLocked(task, run: run, mayMakeRunner: !runnerFreed) {
+            // One stamp for every run the change starts: the change is one instant to anyone
+            // reading the stamps (under the same lock), and a start of many tasks reads the clock once.
+            if queuedStamp == 0 { queuedStamp = CoarseClock.stamp() }
+            if let runner = workflow.queueRunLocked(task, run: run, stamp: queuedStamp, mayMakeRunner: !runnerFreed) {
                 startedRuns.append(runner)
             }
             if !workflow.streams.isEmpty || !workflow.listeners.isEmpty {
