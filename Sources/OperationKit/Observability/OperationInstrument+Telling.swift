@@ -17,7 +17,8 @@ extension ConcurrentOperationQueue {
     ///
     /// With none installed an event costs one atomic load. A ``GroupOperation``'s children (and
     /// a ``RetryOperation``'s attempts) run on a queue of the group's own, which takes the
-    /// instrument of the queue the group is added to, when it is added.
+    /// instrument of the queue the group is added to, when it is added (or the default one, when
+    /// the group is started by hand), not the default one when the group is made.
     public var instrument: (any OperationInstrument)? {
         get { instrumentSlot.instrument }
         set { instrumentSlot.instrument = newValue }
@@ -132,12 +133,10 @@ extension ConcurrentOperationQueue {
     /// If `tellHeld`, the operations it already holds (a group's first children, which cannot run
     /// before the group does) are told to `instrument` as added now, before any other event of
     /// theirs: meanwhile the queue's slot holds an ``AdoptionBuffer`` that keeps their events
-    /// (a cancel racing with the add) until the replay is done. That holds also when the queue
-    /// had an instrument already — the default one, taken when the queue was made (as every new
-    /// queue does): the default was told them as added, and is told nothing more of them. A
-    /// cancelled group passes `tellHeld: false`: its children may be finishing already (it lets
-    /// its cancelled children finish), so they tell the instrument from their next event on,
-    /// without `added`.
+    /// (a cancel racing with the add) until the replay is done. (Such a queue starts with no
+    /// instrument, not the default one: see `owningProcedure`.) A cancelled group passes
+    /// `tellHeld: false`: its children may be finishing already (it lets its cancelled children
+    /// finish), so they tell the instrument from their next event on, without `added`.
     func adoptInstrument(_ instrument: any OperationInstrument, tellHeld: Bool) {
         let previous = instrumentSlot.current
         if let previous, ObjectIdentifier(previous) == ObjectIdentifier(instrument) { return }

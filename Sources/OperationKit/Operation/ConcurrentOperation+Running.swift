@@ -24,6 +24,9 @@ extension ConcurrentOperation {
                 .notReady, operations: [displayName, waiting.displayName], "a dependency has not finished")
         }
         let instrument = OperationInstrumentation.defaultSlot.current
+        // An operation with a queue of its own (a group's children) hands it the instrument it
+        // tells, as when it is added to an instrumented queue.
+        if let instrument { adoptInstrument(instrument) }
         willTellStarted(instrument)
         // Check the queue again in the same critical section as the transition: a queue that
         // claimed the operation meanwhile must be the only one to start it.

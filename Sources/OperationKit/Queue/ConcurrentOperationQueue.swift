@@ -108,7 +108,16 @@ public final class ConcurrentOperationQueue {
     /// ``RetryOperation``'s attempt queue): the link from a child to its ancestors (see
     /// `ExclusivityController`). Set once, by the owner's initialiser, before the queue holds any
     /// operation; weak, since the owner owns the queue.
-    weak var owningProcedure: ProcedureOperation?
+    ///
+    /// Such a queue does not start with the default instrument, as a queue made by a user does:
+    /// it takes its instrument from where its owner runs — the instrument of the queue the owner
+    /// is added to (none if that queue has none), or the default one when the owner is started by
+    /// hand — and tells that instrument the operations it holds as added then
+    /// (`adoptInstrument(_:tellHeld:)`). So the default is never told operations of a queue that
+    /// ends up telling another instrument.
+    weak var owningProcedure: ProcedureOperation? {
+        didSet { if owningProcedure != nil { instrumentSlot.instrument = nil } }
+    }
     /// The stall watchdog, while one is on (see `ConcurrentOperationQueue+Snapshot`). Protected by lock.
     @exclusivity(unchecked) var _stallWatchdog: StallWatchdog?
     /// The ``clock``. Protected by lock.

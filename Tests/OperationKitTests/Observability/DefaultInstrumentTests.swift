@@ -44,12 +44,11 @@ struct DefaultInstrumentTests {
         #expect(empty.isFinished && instrument.kinds(of: empty).isEmpty)
     }
 
-    @Test("a group made while a default is set, added to a queue with another instrument: that one is told its held children as added")
+    @Test("a group made while a default is set, added to a queue with another instrument: that one is told its children, the default nothing")
     func groupMadeUnderTheDefault() throws {
         let installed = RecordingInstrument()
         OperationInstrumentation.default = installed
         defer { OperationInstrumentation.default = nil }
-        // The group's queue for its children starts with the default, as every new queue does.
         let child = ClosureOperation(name: "held-child") {}
         let group = try GroupOperation(name: "group", operations: [child])
         OperationInstrumentation.default = nil
@@ -59,9 +58,42 @@ struct DefaultInstrumentTests {
         try queue.addOperation(group)
         #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: .seconds(30)))
         #expect(group.isFinished)
-        // The queue's instrument takes over the children's queue: the child it held is told
-        // as added first, as when the group is made with no default set.
+        // The group's queue takes the instrument of the queue the group was added to, and tells
+        // it the child it held as added first. The default, set when the group was made, was
+        // told nothing: it would have been told `added` and then nothing more.
         #expect(instrument.kinds(of: child) == ["added", "ready", "started", "finished(succeeded)"])
         #expect(instrument.kinds(of: group).first == "added")
+        #expect(installed.kinds(of: child).isEmpty, "the default was told \(installed.kinds(of: child))")
+    }
+
+    @Test("a group started by hand tells the default instrument, and so do its children")
+    func groupStartedByHand() throws {
+        let installed = RecordingInstrument()
+        OperationInstrumentation.default = installed
+        defer { OperationInstrumentation.default = nil }
+        let child = ClosureOperation(name: "held-child") {}
+        let group = try GroupOperation(name: "group", operations: [child])
+        try group.start()
+        #expect(group.waitUntilFinishedBlocking(timeout: .seconds(30)))
+        #expect(installed.kinds(of: group).first == "started")
+        #expect(installed.kinds(of: group).last == "finished(succeeded)")
+        #expect(installed.kinds(of: child) == ["added", "ready", "started", "finished(succeeded)"])
+    }
+
+    @Test("a group made while a default is set, added to a queue without an instrument: nobody is told its children")
+    func groupInAnUninstrumentedQueue() throws {
+        let installed = RecordingInstrument()
+        OperationInstrumentation.default = nil
+        let queue = ConcurrentOperationQueue(name: "not instrumented")
+        OperationInstrumentation.default = installed
+        defer { OperationInstrumentation.default = nil }
+        let child = ClosureOperation(name: "held-child") {}
+        let group = try GroupOperation(name: "group", operations: [child])
+        try queue.addOperation(group)
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: .seconds(30)))
+        #expect(group.isFinished && child.isFinished)
+        // The group is not told (its queue has no instrument), nor are its children.
+        #expect(installed.kinds(of: group).isEmpty)
+        #expect(installed.kinds(of: child).isEmpty, "the default was told \(installed.kinds(of: child))")
     }
 }
