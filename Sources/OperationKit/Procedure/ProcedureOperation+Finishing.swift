@@ -57,8 +57,11 @@ extension ProcedureOperation {
     /// its operation, lets that call finish once it is done.
     ///
     /// `asLastStep`: the caller is this module's own `execute()`, which returns right after (see
-    /// ``ConcurrentOperation/finishAfterStart(asLastStep:)``).
-    func finishCollecting(_ errors: [any Error], asLastStep: Bool = false, then record: () -> Void = {}) -> Bool {
+    /// ``ConcurrentOperation/finishAfterStart(asLastStep:)``). `lockHeld`: the caller holds
+    /// `lock` (it tried ``beginPlainFinishLocked()`` first).
+    func finishCollecting(
+        _ errors: [any Error], asLastStep: Bool = false, lockHeld: Bool = false, then record: () -> Void = {}
+    ) -> Bool {
         enum Taken {
             case ignored
             /// Cancelled before executing: the errors are kept for its finish without executing.
@@ -114,7 +117,7 @@ extension ProcedureOperation {
                 return .ignored
             }
         }
-        lock.lock()
+        if !lockHeld { lock.lock() }
         let taken = takeLocked()
         if case .finishInStep = taken {
             // The base operation's finish step is made in this critical section (it lets go of
@@ -143,6 +146,47 @@ extension ProcedureOperation {
             break  // (done above)
         }
         return true
+    }
+
+    /// Under `lock`, for a finish from this module's own `execute()`: whether the finish can be
+    /// the base operation's alone, as a ``ClosureOperation``'s — the procedure is executing, and
+    /// there is nobody to tell anything (no observer, no hook of did execute, will finish or did
+    /// finish, no listener on the queue, no event being delivered), nothing to give back or let go
+    /// of (no condition, no ``MutuallyExclusive`` category, no observer) and no `produce(_:)`
+    /// under way. If so the procedure is now finishing, and the caller records its result and
+    /// calls ``finishPlainly(asLastStep:)`` in the same critical section; if not, nothing changed.
+    ///
+    /// The same steps as the general finish takes when all that holds (`finishCollecting`'s
+    /// `finishInStep`, then `completeDirectly` with nothing to do), without the steps that find
+    /// out, one by one, that there is nothing to do.
+    @inline(__always)
+    func beginPlainFinishLocked() -> Bool {
+        guard procedureLifecycle.state == .executing, observerTotal == 0, conditionTotal == 0, conditionExtras == nil,
+            observedEvents.isEmpty, hookEvents.isDisjoint(with: [.didExecute, .willFinish, .didFinish]),
+            !eventDelivery.isDelivering, !produceProgress.isAdding, exclusivity == .none,
+            !hasEventQueueObservers.load(ordering: .relaxed)
+        else { return false }
+        // (Through the unretained reference, as in `finishCollecting`: the queue is alive.)
+        if let queue = queueReference, queue._withUnsafeGuaranteedRef({ $0.hasListeners.load(ordering: .acquiring) }) {
+            return false
+        }
+        _ = procedureLifecycle.finish()
+        // Nobody listens to did execute: it counts as told (`emitDidExecuteOnce` does nothing).
+        didExecuteTold.store(true, ordering: .releasing)
+        // The base finish step takes nothing for did finish (see `willBecomeFinishedLocked`):
+        // no condition or observer to let go of, and the counts are 0 already.
+        flags.insert(.finishesPlainly)
+        return true
+    }
+
+    /// After ``beginPlainFinishLocked()`` returned `true`, still under `lock`: the base
+    /// operation's finish step in this critical section (it lets go of the lock), then its tail.
+    /// The tail is held as for any procedure (waits that begin meanwhile wait for it).
+    @inline(__always)
+    func finishPlainly(asLastStep: Bool) {
+        guard let tail = finishKeepingTail(handOff: asLastStep ? .lastStepOnWorker : .tellQueue, holdsTail: true, lockHeld: true)
+        else { return }
+        completeTail(tail)
     }
 
     /// Did execute (if not told yet) and will finish, queued together.

@@ -377,7 +377,8 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// on — did finish will be told directly by this thread: take what it needs now.
     override func willBecomeFinishedLocked() {
         procedureLifecycle.finished()
-        guard !eventDelivery.isDelivering else { return }
+        // A plain finish (`beginPlainFinishLocked`): nothing to take.
+        guard !eventDelivery.isDelivering, !flags.contains(.finishesPlainly) else { return }
         // (Read before `markReleasedLocked` zeroes the counts.)
         let holdsConditionsOrObservers = conditionTotal != 0 || observerTotal != 0 || conditionExtras != nil
         finishedDirectly = DirectFinish(
@@ -389,6 +390,10 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// `didStartExecutingLocked`) and taken by `performExecute` right after, on the same thread.
     /// (An enum: the action shares the disposition's tag byte.)
     enum Start {
+        /// The usual start: execute, with nobody to tell will execute (see
+        /// `didStartExecutingLocked`). The same as `.execute(willExecute: .skipped)`, but a case
+        /// without a payload: `performExecute` reads it without copying or destroying the value.
+        case executePlainly
         case execute(willExecute: EventDisposition)
         case finishWithoutExecuting
         case refuse
@@ -410,10 +415,28 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     }
 
     override func didStartExecutingLocked() {
+        // The usual start — no adds under way, nobody to tell will execute (it would be skipped):
+        // only the state changes, and `performExecute` need not take a `Start`.
+        if !produceProgress.isAdding && !observedEvents.union(hookEvents).contains(.willExecute) {
+            switch procedureLifecycle.start() {
+            case .execute: startedInBaseStep = .executePlainly
+            case .finishWithoutExecuting: startedInBaseStep = .finishWithoutExecuting
+            case .refuse: startedInBaseStep = .refuse
+            }
+            return
+        }
         startedInBaseStep = startLocked()
     }
 
     override func performExecute() {
+        if case .executePlainly? = startedInBaseStep {
+            // (See `didStartExecutingLocked`: as `.execute(willExecute: .skipped)` below. Left in
+            // place: nothing reads it again, and it holds nothing.)
+            execute()
+            // Usually told already, by a finish inside `execute()`: no call.
+            if !didExecuteTold.load(ordering: .acquiring) { emitDidExecuteOnce() }
+            return
+        }
         // Made in the base operation's start step on this thread (only this thread touches it
         // until the procedure has executed).
         var start = startedInBaseStep.take() ?? lock.withLock { startLocked() }
@@ -443,6 +466,8 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
             finishCancelledAtStart()
         case .refuse, .waitForAdds:
             break
+        case .executePlainly:
+            preconditionFailure("Internal inconsistency: a plain start taken twice")
         }
     }
 

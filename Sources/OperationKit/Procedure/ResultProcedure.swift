@@ -93,13 +93,27 @@ open class ResultProcedure<Output: Sendable>: ProcedureOperation, @unchecked Sen
 
     /// ``finish(withValue:)`` from this module's own `execute()`, which returns right after.
     func finishAsLastStep(withValue value: Output) {
-        _ = finishCollecting([], asLastStep: true) { self._output = ProcedureOutputSlot(value) }
+        lock.lock()
+        // Nobody to tell, nothing to let go of (the usual `ClosureProcedure`): the base finish.
+        if beginPlainFinishLocked() {
+            _output = ProcedureOutputSlot(value)
+            finishPlainly(asLastStep: true)
+            return
+        }
+        _ = finishCollecting([], asLastStep: true, lockHeld: true) { self._output = ProcedureOutputSlot(value) }
     }
 
     /// ``finish(withValue:)`` with `()`, for `Output == Void`, from this module's own
     /// `execute()`: the value is stored type-erased, as `()`.
     func finishAsLastStepWithVoid() {
-        _ = finishCollecting([], asLastStep: true) { self._output = .void }
+        lock.lock()
+        // (As in `finishAsLastStep(withValue:)`.)
+        if beginPlainFinishLocked() {
+            _output = .void
+            finishPlainly(asLastStep: true)
+            return
+        }
+        _ = finishCollecting([], asLastStep: true, lockHeld: true) { self._output = .void }
     }
 
     /// Finishes the procedure with `result`: with its value (``finish(withValue:)``), or with its
