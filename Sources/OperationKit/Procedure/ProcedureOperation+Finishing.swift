@@ -58,7 +58,7 @@ extension ProcedureOperation {
     ///
     /// `asLastStep`: the caller is this module's own `execute()`, which returns right after (see
     /// ``ConcurrentOperation/finishAfterStart(asLastStep:)``). `lockHeld`: the caller holds
-    /// `lock` (it tried ``beginPlainFinishLocked()`` first).
+    /// `lock` (it tried ``beginQuickFinishLocked()`` first).
     func finishCollecting(
         _ errors: [any Error], asLastStep: Bool = false, lockHeld: Bool = false, then record: () -> Void = {}
     ) -> Bool {
@@ -148,45 +148,67 @@ extension ProcedureOperation {
         return true
     }
 
-    /// Under `lock`, for a finish from this module's own `execute()`: whether the finish can be
-    /// the base operation's alone, as a ``ClosureOperation``'s — the procedure is executing, and
-    /// there is nobody to tell anything (no observer, no hook of did execute, will finish or did
-    /// finish, no listener on the queue, no event being delivered), nothing to give back or let go
-    /// of (no condition, no ``MutuallyExclusive`` category, no observer) and no `produce(_:)`
-    /// under way. If so the procedure is now finishing, and the caller records its result and
-    /// calls ``finishPlainly(asLastStep:)`` in the same critical section; if not, nothing changed.
-    ///
-    /// The same steps as the general finish takes when all that holds (`finishCollecting`'s
-    /// `finishInStep`, then `completeDirectly` with nothing to do), without the steps that find
-    /// out, one by one, that there is nothing to do.
+    /// How a finish from this module's own `execute()` can go without `finishCollecting`'s
+    /// general steps (see ``beginQuickFinishLocked()``).
+    enum QuickFinish {
+        /// The base operation's finish alone, as a ``ClosureOperation``'s: call
+        /// ``finishPlainly(asLastStep:)``.
+        case plain
+        /// Did execute and will finish skipped, did finish told and the conditions and observers
+        /// let go of after the base finish step: call ``finishQuicklyInStep()``.
+        case inStep
+    }
+
+    /// Under `lock`, for a finish from this module's own `execute()`, with no error: whether the
+    /// finish can skip the general steps, and which way. Both need the procedure executing, no
+    /// `produce(_:)` under way, no event being delivered, no listener on the queue, nobody
+    /// listening to did execute or will finish (observer or hook) and no observer with an event
+    /// queue: then nothing is told between finishing and finished, and the base finish step
+    /// follows in the same critical section (what `finishCollecting` does for its
+    /// `finishInStep`). Without conditions, observers, ``MutuallyExclusive`` categories or a
+    /// did-finish hook there is nothing to do after that step either (`.plain`); otherwise did
+    /// finish and the release follow (`.inStep`). If not `nil`, the procedure is now finishing and
+    /// the caller records its result and goes on in the same critical section; if `nil`, nothing
+    /// changed.
     @inline(__always)
-    func beginPlainFinishLocked() -> Bool {
-        guard procedureLifecycle.state == .executing, observerTotal == 0, conditionTotal == 0, conditionExtras == nil,
-            observedEvents.isEmpty, hookEvents.isDisjoint(with: [.didExecute, .willFinish, .didFinish]),
-            !eventDelivery.isDelivering, !produceProgress.isAdding, exclusivity == .none,
+    func beginQuickFinishLocked() -> QuickFinish? {
+        guard procedureLifecycle.state == .executing, !produceProgress.isAdding, !eventDelivery.isDelivering,
+            observedEvents.union(hookEvents).isDisjoint(with: [.didExecute, .willFinish]),
             !hasEventQueueObservers.load(ordering: .relaxed)
-        else { return false }
+        else { return nil }
         // (Through the unretained reference, as in `finishCollecting`: the queue is alive.)
         if let queue = queueReference, queue._withUnsafeGuaranteedRef({ $0.hasListeners.load(ordering: .acquiring) }) {
-            return false
+            return nil
         }
         _ = procedureLifecycle.finish()
         // Nobody listens to did execute: it counts as told (`emitDidExecuteOnce` does nothing).
         didExecuteTold.store(true, ordering: .releasing)
+        guard observerTotal == 0, conditionTotal == 0, conditionExtras == nil, observedEvents.isEmpty,
+            !hookEvents.contains(.didFinish), exclusivity == .none
+        else { return .inStep }
         // The base finish step takes nothing for did finish (see `willBecomeFinishedLocked`):
         // no condition or observer to let go of, and the counts are 0 already.
         flags.insert(.finishesPlainly)
-        return true
+        return .plain
     }
 
-    /// After ``beginPlainFinishLocked()`` returned `true`, still under `lock`: the base
+    /// After ``beginQuickFinishLocked()`` returned `.plain`, still under `lock`: the base
     /// operation's finish step in this critical section (it lets go of the lock), then its tail.
-    /// The tail is held as for any procedure (waits that begin meanwhile wait for it).
-    @inline(__always)
+    /// The tail is held as for any procedure (waits that begin meanwhile wait for it). (Out of
+    /// line, as the other two ways: the caller stays small, with a short prologue.)
+    @inline(never)
     func finishPlainly(asLastStep: Bool) {
         guard let tail = finishKeepingTail(handOff: asLastStep ? .lastStepOnWorker : .tellQueue, holdsTail: true, lockHeld: true)
         else { return }
         completeTail(tail)
+    }
+
+    /// After ``beginQuickFinishLocked()`` returned `.inStep`, still under `lock`: the base
+    /// operation's finish step in this critical section, then did finish and the rest. (Out of
+    /// line, as ``finishPlainly(asLastStep:)``.)
+    @inline(never)
+    func finishQuicklyInStep() {
+        finishExecuted(asLastStep: true, lockHeld: true)
     }
 
     /// Did execute (if not told yet) and will finish, queued together.

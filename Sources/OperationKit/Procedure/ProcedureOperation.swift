@@ -377,7 +377,7 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// on — did finish will be told directly by this thread: take what it needs now.
     override func willBecomeFinishedLocked() {
         procedureLifecycle.finished()
-        // A plain finish (`beginPlainFinishLocked`): nothing to take.
+        // A plain finish (`beginQuickFinishLocked`): nothing to take.
         guard !eventDelivery.isDelivering, !flags.contains(.finishesPlainly) else { return }
         // (Read before `markReleasedLocked` zeroes the counts.)
         let holdsConditionsOrObservers = conditionTotal != 0 || observerTotal != 0 || conditionExtras != nil
