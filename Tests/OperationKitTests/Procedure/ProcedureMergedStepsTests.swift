@@ -67,6 +67,54 @@ struct ProcedureMergedStepsTests {
             ])
         }
     }
+
+    @Test(
+        "nothing attached (the plain start and finish): each step sees its state; the value, a cancel while executing and a thrown error are kept",
+        arguments: [1, 64]
+    )
+    func plainStartAndFinish(count: Int) async throws {
+        let queue = ConcurrentOperationQueue(name: "merged-plain")
+        var procedures: [ClosureProcedure<Int>] = []
+        var voids: [ClosureProcedure<Void>] = []
+        var logs: [Recorder<String>] = []
+        for index in 0..<count {
+            let log = Recorder<String>()
+            let holder = ProcedureHolder()
+            let procedure = ClosureProcedure<Int>(name: "plain-\(index)") {
+                log.record("work \(holder.procedure.map { "\($0.state)" } ?? "?")")
+                // A cancel while executing: the procedure is told (nobody listens) and still
+                // finishes with its value.
+                if index.isMultiple(of: 2) { holder.procedure?.cancel() }
+                return index
+            }
+            holder.procedure = procedure
+            procedure.completionBlock = { log.record("completion \(holder.procedure.map { "\($0.state)" } ?? "?")") }
+            procedures.append(procedure)
+            logs.append(log)
+            // A Void body that throws on odd indices: the error goes the general way.
+            voids.append(ClosureProcedure<Void>(name: "plain-void-\(index)") {
+                if !index.isMultiple(of: 2) { throw ProcedureTestError(index) }
+            })
+        }
+        try queue.addOperations(procedures + voids, waitUntilFinished: false)
+        for procedure in procedures { #expect(await procedure.finishes()) }
+        for procedure in voids { #expect(await procedure.finishes()) }
+        #expect(await queue.empties())
+        for (index, (procedure, log)) in zip(procedures, logs).enumerated() {
+            #expect(procedure.state == .finished && procedure.isFinished && procedure.errors.isEmpty)
+            #expect(procedure.output == index)
+            #expect(procedure.isCancelled == index.isMultiple(of: 2))
+            #expect(log.values == ["work executing", "completion finished"])
+        }
+        for (index, procedure) in voids.enumerated() {
+            #expect(procedure.state == .finished)
+            if index.isMultiple(of: 2) {
+                #expect(procedure.output != nil && procedure.errors.isEmpty)
+            } else {
+                #expect(procedure.output == nil && errorIDs(procedure.errors) == [index])
+            }
+        }
+    }
 }
 
 extension ProcedureMergedStepsTests {
