@@ -183,13 +183,49 @@ extension ProcedureOperation {
         _ = procedureLifecycle.finish()
         // Nobody listens to did execute: it counts as told (`emitDidExecuteOnce` does nothing).
         didExecuteTold.store(true, ordering: .releasing)
+        return finishesPlainlyLocked() ? .plain : .inStep
+    }
+
+    /// Under `lock`, in a quick finish (nothing is told before the base finish step): whether
+    /// nothing is left to do after that step either — no condition, observer or
+    /// ``MutuallyExclusive`` category, no did-finish hook. If so, marks the procedure so that
+    /// the base finish step takes nothing for did finish (see `willBecomeFinishedLocked`): there
+    /// is nothing to let go of, and the counts are 0 already.
+    @inline(__always)
+    private func finishesPlainlyLocked() -> Bool {
         guard observerTotal == 0, conditionTotal == 0, conditionExtras == nil, observedEvents.isEmpty,
             !hookEvents.contains(.didFinish), exclusivity == .none
-        else { return .inStep }
-        // The base finish step takes nothing for did finish (see `willBecomeFinishedLocked`):
-        // no condition or observer to let go of, and the counts are 0 already.
+        else { return false }
         flags.insert(.finishesPlainly)
-        return .plain
+        return true
+    }
+
+    /// Under `lock`, in a finish without executing, once the lifecycle has moved to finishing:
+    /// whether will finish would be skipped and the rest of the finish follow at once — nobody
+    /// listens to will finish (observer or hook), no event is being delivered, no observer has an
+    /// event queue and the queue has no listener (what `finishWithoutExecuting` and
+    /// `run(.finishWithoutExecuting)` find out one by one) — and then which way (see
+    /// ``QuickFinish``). `nil`: nothing changed.
+    @inline(__always)
+    func quickFinishWithoutExecutingLocked(queue: ConcurrentOperationQueue?) -> QuickFinish? {
+        guard !eventDelivery.isDelivering, !observedEvents.union(hookEvents).contains(.willFinish),
+            !hasEventQueueObservers.load(ordering: .relaxed), !(queue?.hasListeners.load(ordering: .acquiring) ?? false)
+        else { return nil }
+        return finishesPlainlyLocked() ? .plain : .inStep
+    }
+
+    /// After ``quickFinishWithoutExecutingLocked(queue:)`` returned `quick`, still under `lock`:
+    /// `finishedWithoutExecuting()` with the base finish step in this critical section (it lets
+    /// go of the lock) — and for `.plain`, straight to the tail.
+    @inline(never)
+    func finishWithoutExecutingQuickly(_ quick: QuickFinish) {
+        let tail = finishKeepingTail(handOff: .lastStepOnWorker, holdsTail: true, lockHeld: true)
+        didFinishWithoutExecuting()
+        guard case .inStep = quick else {
+            if let held = consume tail { completeTail(held) }
+            return
+        }
+        didComplete(then: tail)
     }
 
     /// After ``beginQuickFinishLocked()`` returned `.plain`, still under `lock`: the base

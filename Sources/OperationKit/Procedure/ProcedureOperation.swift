@@ -344,20 +344,27 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
         repeat {
             gate?.wait()
             gate = nil
-            taken = lock.withLock {
-                () -> (ProcedureLifecycle.StartAction, ConcurrentOperationQueue?, [any Error]) in
-                // Adds made with `produce(_:before: .execute)` are under way: wait for them first.
-                if produceProgress.isAdding, produceProgress.startRequested() {
-                    gate = startGateLocked()
-                    return (.refuse, nil, [])
-                }
-                let action = procedureLifecycle.start()
-                let queue = self.queue
-                if action == .finishWithoutExecuting && !(queue?.hasListeners.load(ordering: .acquiring) ?? false) {
-                    willFinish = enqueueEventLocked(.willFinish(_errors), waitForDelivery: true, then: .finishWithoutExecuting)
-                }
-                return (action, queue, _errors)
+            lock.lock()
+            // Adds made with `produce(_:before: .execute)` are under way: wait for them first.
+            if produceProgress.isAdding, produceProgress.startRequested() {
+                gate = startGateLocked()
+                lock.unlock()
+                taken = (.refuse, nil, [])
+                continue
             }
+            let action = procedureLifecycle.start()
+            let queue = self.queue
+            // Nobody to tell will finish (the usual cancelled procedure): the base finish step in
+            // this critical section (see `quickFinishWithoutExecutingLocked`).
+            if action == .finishWithoutExecuting, let quick = quickFinishWithoutExecutingLocked(queue: queue) {
+                finishWithoutExecutingQuickly(quick)
+                return
+            }
+            if action == .finishWithoutExecuting && !(queue?.hasListeners.load(ordering: .acquiring) ?? false) {
+                willFinish = enqueueEventLocked(.willFinish(_errors), waitForDelivery: true, then: .finishWithoutExecuting)
+            }
+            taken = (action, queue, _errors)
+            lock.unlock()
         } while gate != nil
         let (action, queue, errors) = taken
         precondition(action == .finishWithoutExecuting, "Internal inconsistency: \(action) for a cancelled procedure")
