@@ -69,6 +69,62 @@ struct ProcedureMergedStepsTests {
     }
 
     @Test(
+        "cancelled before executing, nobody to tell will finish: it never runs, keeps a finish's errors, and an observer still sees did finish",
+        arguments: [1, 64]
+    )
+    func quickFinishWithoutExecuting(count: Int) async throws {
+        let queue = ConcurrentOperationQueue(name: "merged-cancelled")
+        queue.isSuspended = true
+        let ran = AtomicCounter()
+        var bare: [ClosureProcedure<Int>] = []
+        var observed: [ClosureProcedure<Void>] = []
+        var logs: [Recorder<String>] = []
+        var observedLogs: [Recorder<String>] = []
+        for index in 0..<count {
+            let log = Recorder<String>()
+            let observedLog = Recorder<String>()
+            let holder = ProcedureHolder()
+            let procedure = ClosureProcedure<Int>(name: "cancelled-\(index)") {
+                ran.increment()
+                return index
+            }
+            holder.procedure = procedure
+            procedure.completionBlock = { log.record("completion \(holder.procedure.map { "\($0.state)" } ?? "?")") }
+            bare.append(procedure)
+            logs.append(log)
+            // With a condition and a did-finish observer: the finish goes through did finish.
+            observed.append(ClosureProcedure<Void>(
+                name: "cancelled-observed-\(index)",
+                conditions: [ClosureCondition { _ in .satisfied }],
+                observers: [ClosureObserver(didFinish: { procedure, errors in
+                    observedLog.record("didFinish \(procedure.state) \(procedure.isFinished) \(errors.count)")
+                })]
+            ) { ran.increment() })
+            observedLogs.append(observedLog)
+        }
+        try queue.addOperations(bare + observed, waitUntilFinished: false)
+        for (index, procedure) in bare.enumerated() {
+            procedure.cancel()
+            // The first finish after a cancel counts: its errors are kept for the finish without executing.
+            if index.isMultiple(of: 2) { #expect(procedure.finish(with: ProcedureTestError(index))) }
+        }
+        for procedure in observed { procedure.cancel() }
+        queue.isSuspended = false
+        for procedure in bare + observed { #expect(await procedure.finishes()) }
+        #expect(await queue.empties())
+        #expect(ran.value == 0)
+        for (index, (procedure, log)) in zip(bare, logs).enumerated() {
+            #expect(procedure.state == .finished && procedure.isCancelled && procedure.output == nil)
+            #expect(errorIDs(procedure.errors) == (index.isMultiple(of: 2) ? [index] : []))
+            #expect(log.values == ["completion finished"])
+        }
+        for (procedure, log) in zip(observed, observedLogs) {
+            #expect(procedure.state == .finished && procedure.isCancelled && procedure.errors.isEmpty)
+            #expect(log.values == ["didFinish finished true 0"])
+        }
+    }
+
+    @Test(
         "nothing attached (the plain start and finish): each step sees its state; the value, a cancel while executing and a thrown error are kept",
         arguments: [1, 64]
     )
