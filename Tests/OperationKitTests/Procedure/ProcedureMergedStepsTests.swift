@@ -69,7 +69,7 @@ struct ProcedureMergedStepsTests {
     }
 
     @Test(
-        "cancelled before executing, nobody to tell will finish: it never runs, keeps a finish's errors, and an observer still sees did finish",
+        "cancelled before executing, nobody to tell did cancel or will finish: it never runs, keeps a cancel's or a finish's errors, and an observer still sees did finish",
         arguments: [1, 64]
     )
     func quickFinishWithoutExecuting(count: Int) async throws {
@@ -104,9 +104,15 @@ struct ProcedureMergedStepsTests {
         }
         try queue.addOperations(bare + observed, waitUntilFinished: false)
         for (index, procedure) in bare.enumerated() {
-            procedure.cancel()
-            // The first finish after a cancel counts: its errors are kept for the finish without executing.
-            if index.isMultiple(of: 2) { #expect(procedure.finish(with: ProcedureTestError(index))) }
+            if index.isMultiple(of: 2) {
+                procedure.cancel()
+                // The first finish after a cancel counts: its errors are kept for the finish without executing.
+                #expect(procedure.finish(with: ProcedureTestError(index)))
+            } else {
+                // A cancel with an error records it (the procedure failed); a second cancel changes nothing.
+                procedure.cancel(with: ProcedureTestError(1000 + index))
+                procedure.cancel(with: ProcedureTestError(2000 + index))
+            }
         }
         for procedure in observed { procedure.cancel() }
         queue.isSuspended = false
@@ -115,7 +121,8 @@ struct ProcedureMergedStepsTests {
         #expect(ran.value == 0)
         for (index, (procedure, log)) in zip(bare, logs).enumerated() {
             #expect(procedure.state == .finished && procedure.isCancelled && procedure.output == nil)
-            #expect(errorIDs(procedure.errors) == (index.isMultiple(of: 2) ? [index] : []))
+            #expect(errorIDs(procedure.errors) == (index.isMultiple(of: 2) ? [index] : [1000 + index]))
+            #expect(procedure.isFailed)
             #expect(log.values == ["completion finished"])
         }
         for (procedure, log) in zip(observed, observedLogs) {
