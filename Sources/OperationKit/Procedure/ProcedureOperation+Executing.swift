@@ -37,12 +37,39 @@ extension ProcedureOperation {
     /// finishing or finished already).
     @discardableResult
     func cancelCounting(with error: (any Error)?) -> Bool {
+        // The usual cancel of a procedure that has not executed (the queue's `cancelAllOperations`):
+        // nobody to tell did cancel, no produced dependency, no taken signal and no categories to
+        // withdraw (no `conditionExtras`, nothing requested) — the base operation's cancel with
+        // the procedure's state change, in one critical section, without the steps below that
+        // would find nothing to do.
+        lock.lock()
+        let state = procedureLifecycle.state
+        if state == .initialized || state == .pending || state == .ready, conditionExtras == nil,
+            !exclusivity.wasRequested, !observedEvents.union(hookEvents).contains(.didCancel)
+        {
+            // (From these states: cancelled before executing, or already cancelled.)
+            guard procedureLifecycle.cancel() == .cancelledBeforeExecuting else {
+                lock.unlock()
+                return false
+            }
+            if let error { _errors.append(error) }
+            let baseCancelled = cancelLocked()
+            let queue = self.queue
+            lock.unlock()
+            if baseCancelled {
+                tellLifecycleEventStreams()
+                tellCancelled(queue: queue, wasExecuting: false)
+                makeRunnableAfterCancel(in: queue)
+            }
+            return true
+        }
         typealias Taken = (
             ProcedureLifecycle.CancelAction, ConcurrentOperationQueue?, [ConcurrentOperation], Bool, Bool, EventDisposition?,
             Bool
         )
         var signal: ProcedureTakenSignal?
-        let (action, queue, produced, finishes, baseCancelled, event, requested) = lock.withLock { () -> Taken in
+        // (Still under the lock taken above.)
+        let (action, queue, produced, finishes, baseCancelled, event, requested) = { () -> Taken in
             let action = procedureLifecycle.cancel()
             guard action != .none else { return (action, nil, [], false, false, nil, false) }
             signal = takeTakenSignalLocked()
@@ -53,7 +80,8 @@ extension ProcedureOperation {
             let event = enqueueEventLocked(.didCancel(error))
             return (action, self.queue, producedDependencies, flags.contains(.finishesWhenCancelled), baseCancelled, event,
                     exclusivity.wasRequested)
-        }
+        }()
+        lock.unlock()
         guard action != .none else { return false }
         if baseCancelled {
             tellLifecycleEventStreams()

@@ -57,8 +57,11 @@ extension ProcedureOperation {
     /// its operation, lets that call finish once it is done.
     ///
     /// `asLastStep`: the caller is this module's own `execute()`, which returns right after (see
-    /// ``ConcurrentOperation/finishAfterStart(asLastStep:)``).
-    func finishCollecting(_ errors: [any Error], asLastStep: Bool = false, then record: () -> Void = {}) -> Bool {
+    /// ``ConcurrentOperation/finishAfterStart(asLastStep:)``). `lockHeld`: the caller holds
+    /// `lock` (it tried ``beginQuickFinishLocked()`` first).
+    func finishCollecting(
+        _ errors: [any Error], asLastStep: Bool = false, lockHeld: Bool = false, then record: () -> Void = {}
+    ) -> Bool {
         enum Taken {
             case ignored
             /// Cancelled before executing: the errors are kept for its finish without executing.
@@ -114,7 +117,7 @@ extension ProcedureOperation {
                 return .ignored
             }
         }
-        lock.lock()
+        if !lockHeld { lock.lock() }
         let taken = takeLocked()
         if case .finishInStep = taken {
             // The base operation's finish step is made in this critical section (it lets go of
@@ -143,6 +146,105 @@ extension ProcedureOperation {
             break  // (done above)
         }
         return true
+    }
+
+    /// How a finish from this module's own `execute()` can go without `finishCollecting`'s
+    /// general steps (see ``beginQuickFinishLocked()``).
+    enum QuickFinish {
+        /// The base operation's finish alone, as a ``ClosureOperation``'s: call
+        /// ``finishPlainly(asLastStep:)``.
+        case plain
+        /// Did execute and will finish skipped, did finish told and the conditions and observers
+        /// let go of after the base finish step: call ``finishQuicklyInStep()``.
+        case inStep
+    }
+
+    /// Under `lock`, for a finish from this module's own `execute()`, with no error: whether the
+    /// finish can skip the general steps, and which way. Both need the procedure executing, no
+    /// `produce(_:)` under way, no event being delivered, no listener on the queue, nobody
+    /// listening to did execute or will finish (observer or hook) and no observer with an event
+    /// queue: then nothing is told between finishing and finished, and the base finish step
+    /// follows in the same critical section (what `finishCollecting` does for its
+    /// `finishInStep`). Without conditions, observers, ``MutuallyExclusive`` categories or a
+    /// did-finish hook there is nothing to do after that step either (`.plain`); otherwise did
+    /// finish and the release follow (`.inStep`). If not `nil`, the procedure is now finishing and
+    /// the caller records its result and goes on in the same critical section; if `nil`, nothing
+    /// changed.
+    @inline(__always)
+    func beginQuickFinishLocked() -> QuickFinish? {
+        guard procedureLifecycle.state == .executing, !produceProgress.isAdding, !eventDelivery.isDelivering,
+            observedEvents.union(hookEvents).isDisjoint(with: [.didExecute, .willFinish]),
+            !hasEventQueueObservers.load(ordering: .relaxed)
+        else { return nil }
+        // (Through the unretained reference, as in `finishCollecting`: the queue is alive.)
+        if let queue = queueReference, queue._withUnsafeGuaranteedRef({ $0.hasListeners.load(ordering: .acquiring) }) {
+            return nil
+        }
+        _ = procedureLifecycle.finish()
+        // Nobody listens to did execute: it counts as told (`emitDidExecuteOnce` does nothing).
+        didExecuteTold.store(true, ordering: .releasing)
+        return finishesPlainlyLocked() ? .plain : .inStep
+    }
+
+    /// Under `lock`, in a quick finish (nothing is told before the base finish step): whether
+    /// nothing is left to do after that step either — no condition, observer or
+    /// ``MutuallyExclusive`` category, no did-finish hook. If so, marks the procedure so that
+    /// the base finish step takes nothing for did finish (see `willBecomeFinishedLocked`): there
+    /// is nothing to let go of, and the counts are 0 already.
+    @inline(__always)
+    private func finishesPlainlyLocked() -> Bool {
+        guard observerTotal == 0, conditionTotal == 0, conditionExtras == nil, observedEvents.isEmpty,
+            !hookEvents.contains(.didFinish), exclusivity == .none
+        else { return false }
+        flags.insert(.finishesPlainly)
+        return true
+    }
+
+    /// Under `lock`, in a finish without executing, once the lifecycle has moved to finishing:
+    /// whether will finish would be skipped and the rest of the finish follow at once — nobody
+    /// listens to will finish (observer or hook), no event is being delivered, no observer has an
+    /// event queue and the queue has no listener (what `finishWithoutExecuting` and
+    /// `run(.finishWithoutExecuting)` find out one by one) — and then which way (see
+    /// ``QuickFinish``). `nil`: nothing changed.
+    @inline(__always)
+    func quickFinishWithoutExecutingLocked(queue: ConcurrentOperationQueue?) -> QuickFinish? {
+        guard !eventDelivery.isDelivering, !observedEvents.union(hookEvents).contains(.willFinish),
+            !hasEventQueueObservers.load(ordering: .relaxed), !(queue?.hasListeners.load(ordering: .acquiring) ?? false)
+        else { return nil }
+        return finishesPlainlyLocked() ? .plain : .inStep
+    }
+
+    /// After ``quickFinishWithoutExecutingLocked(queue:)`` returned `quick`, still under `lock`:
+    /// `finishedWithoutExecuting()` with the base finish step in this critical section (it lets
+    /// go of the lock) — and for `.plain`, straight to the tail.
+    @inline(never)
+    func finishWithoutExecutingQuickly(_ quick: QuickFinish) {
+        let tail = finishKeepingTail(handOff: .lastStepOnWorker, holdsTail: true, lockHeld: true)
+        didFinishWithoutExecuting()
+        guard case .inStep = quick else {
+            if let held = consume tail { completeTail(held) }
+            return
+        }
+        didComplete(then: tail)
+    }
+
+    /// After ``beginQuickFinishLocked()`` returned `.plain`, still under `lock`: the base
+    /// operation's finish step in this critical section (it lets go of the lock), then its tail.
+    /// The tail is held as for any procedure (waits that begin meanwhile wait for it). (Out of
+    /// line, as the other two ways: the caller stays small, with a short prologue.)
+    @inline(never)
+    func finishPlainly(asLastStep: Bool) {
+        guard let tail = finishKeepingTail(handOff: asLastStep ? .lastStepOnWorker : .tellQueue, holdsTail: true, lockHeld: true)
+        else { return }
+        completeTail(tail)
+    }
+
+    /// After ``beginQuickFinishLocked()`` returned `.inStep`, still under `lock`: the base
+    /// operation's finish step in this critical section, then did finish and the rest. (Out of
+    /// line, as ``finishPlainly(asLastStep:)``.)
+    @inline(never)
+    func finishQuicklyInStep() {
+        finishExecuted(asLastStep: true, lockHeld: true)
     }
 
     /// Did execute (if not told yet) and will finish, queued together.

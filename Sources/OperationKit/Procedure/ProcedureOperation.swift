@@ -344,20 +344,27 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
         repeat {
             gate?.wait()
             gate = nil
-            taken = lock.withLock {
-                () -> (ProcedureLifecycle.StartAction, ConcurrentOperationQueue?, [any Error]) in
-                // Adds made with `produce(_:before: .execute)` are under way: wait for them first.
-                if produceProgress.isAdding, produceProgress.startRequested() {
-                    gate = startGateLocked()
-                    return (.refuse, nil, [])
-                }
-                let action = procedureLifecycle.start()
-                let queue = self.queue
-                if action == .finishWithoutExecuting && !(queue?.hasListeners.load(ordering: .acquiring) ?? false) {
-                    willFinish = enqueueEventLocked(.willFinish(_errors), waitForDelivery: true, then: .finishWithoutExecuting)
-                }
-                return (action, queue, _errors)
+            lock.lock()
+            // Adds made with `produce(_:before: .execute)` are under way: wait for them first.
+            if produceProgress.isAdding, produceProgress.startRequested() {
+                gate = startGateLocked()
+                lock.unlock()
+                taken = (.refuse, nil, [])
+                continue
             }
+            let action = procedureLifecycle.start()
+            let queue = self.queue
+            // Nobody to tell will finish (the usual cancelled procedure): the base finish step in
+            // this critical section (see `quickFinishWithoutExecutingLocked`).
+            if action == .finishWithoutExecuting, let quick = quickFinishWithoutExecutingLocked(queue: queue) {
+                finishWithoutExecutingQuickly(quick)
+                return
+            }
+            if action == .finishWithoutExecuting && !(queue?.hasListeners.load(ordering: .acquiring) ?? false) {
+                willFinish = enqueueEventLocked(.willFinish(_errors), waitForDelivery: true, then: .finishWithoutExecuting)
+            }
+            taken = (action, queue, _errors)
+            lock.unlock()
         } while gate != nil
         let (action, queue, errors) = taken
         precondition(action == .finishWithoutExecuting, "Internal inconsistency: \(action) for a cancelled procedure")
@@ -377,7 +384,8 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// on — did finish will be told directly by this thread: take what it needs now.
     override func willBecomeFinishedLocked() {
         procedureLifecycle.finished()
-        guard !eventDelivery.isDelivering else { return }
+        // A plain finish (`beginQuickFinishLocked`): nothing to take.
+        guard !eventDelivery.isDelivering, !flags.contains(.finishesPlainly) else { return }
         // (Read before `markReleasedLocked` zeroes the counts.)
         let holdsConditionsOrObservers = conditionTotal != 0 || observerTotal != 0 || conditionExtras != nil
         finishedDirectly = DirectFinish(
@@ -389,6 +397,10 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// `didStartExecutingLocked`) and taken by `performExecute` right after, on the same thread.
     /// (An enum: the action shares the disposition's tag byte.)
     enum Start {
+        /// The usual start: execute, with nobody to tell will execute (see
+        /// `didStartExecutingLocked`). The same as `.execute(willExecute: .skipped)`, but a case
+        /// without a payload: `performExecute` reads it without copying or destroying the value.
+        case executePlainly
         case execute(willExecute: EventDisposition)
         case finishWithoutExecuting
         case refuse
@@ -410,10 +422,28 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     }
 
     override func didStartExecutingLocked() {
+        // The usual start — no adds under way, nobody to tell will execute (it would be skipped):
+        // only the state changes, and `performExecute` need not take a `Start`.
+        if !produceProgress.isAdding && !observedEvents.union(hookEvents).contains(.willExecute) {
+            switch procedureLifecycle.start() {
+            case .execute: startedInBaseStep = .executePlainly
+            case .finishWithoutExecuting: startedInBaseStep = .finishWithoutExecuting
+            case .refuse: startedInBaseStep = .refuse
+            }
+            return
+        }
         startedInBaseStep = startLocked()
     }
 
     override func performExecute() {
+        if case .executePlainly? = startedInBaseStep {
+            // (See `didStartExecutingLocked`: as `.execute(willExecute: .skipped)` below. Left in
+            // place: nothing reads it again, and it holds nothing.)
+            execute()
+            // Usually told already, by a finish inside `execute()`: no call.
+            if !didExecuteTold.load(ordering: .acquiring) { emitDidExecuteOnce() }
+            return
+        }
         // Made in the base operation's start step on this thread (only this thread touches it
         // until the procedure has executed).
         var start = startedInBaseStep.take() ?? lock.withLock { startLocked() }
@@ -443,6 +473,8 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
             finishCancelledAtStart()
         case .refuse, .waitForAdds:
             break
+        case .executePlainly:
+            preconditionFailure("Internal inconsistency: a plain start taken twice")
         }
     }
 

@@ -307,4 +307,7 @@ struct ProcedureFlags: OptionSet, Hashable {
     static let finishKeptBeforeExecuting = ProcedureFlags(rawValue: 1 << 2)
     /// The instrument was told the procedure is ready (a worker took it the first time).
     static let readyTold = ProcedureFlags(rawValue: 1 << 3)
+    /// The finish is the base operation's alone (see `beginQuickFinishLocked`): the base finish
+    /// step has nothing to take for did finish.
+    static let finishesPlainly = ProcedureFlags(rawValue: 1 << 4)
 }

@@ -93,13 +93,42 @@ open class ResultProcedure<Output: Sendable>: ProcedureOperation, @unchecked Sen
 
     /// ``finish(withValue:)`` from this module's own `execute()`, which returns right after.
     func finishAsLastStep(withValue value: Output) {
-        _ = finishCollecting([], asLastStep: true) { self._output = ProcedureOutputSlot(value) }
+        lock.lock()
+        // Nobody to tell before the finish (the usual `ClosureProcedure`): no general steps.
+        switch beginQuickFinishLocked() {
+        case .plain?:
+            _output = ProcedureOutputSlot(value)
+            finishPlainly(asLastStep: true)
+        case .inStep?:
+            _output = ProcedureOutputSlot(value)
+            finishQuicklyInStep()
+        case nil:
+            finishAsLastStepCollecting(ProcedureOutputSlot(value))
+        }
+    }
+
+    /// The general finish of ``finishAsLastStep(withValue:)`` and ``finishAsLastStepWithVoid()``,
+    /// with `lock` held. (Out of line, as the quick ways: the callers stay small.)
+    @inline(never)
+    private func finishAsLastStepCollecting(_ slot: ProcedureOutputSlot) {
+        _ = finishCollecting([], asLastStep: true, lockHeld: true) { self._output = slot }
     }
 
     /// ``finish(withValue:)`` with `()`, for `Output == Void`, from this module's own
     /// `execute()`: the value is stored type-erased, as `()`.
     func finishAsLastStepWithVoid() {
-        _ = finishCollecting([], asLastStep: true) { self._output = .void }
+        lock.lock()
+        // (As in `finishAsLastStep(withValue:)`.)
+        switch beginQuickFinishLocked() {
+        case .plain?:
+            _output = .void
+            finishPlainly(asLastStep: true)
+        case .inStep?:
+            _output = .void
+            finishQuicklyInStep()
+        case nil:
+            finishAsLastStepCollecting(.void)
+        }
     }
 
     /// Finishes the procedure with `result`: with its value (``finish(withValue:)``), or with its

@@ -67,6 +67,117 @@ struct ProcedureMergedStepsTests {
             ])
         }
     }
+
+    @Test(
+        "cancelled before executing, nobody to tell did cancel or will finish: it never runs, keeps a cancel's or a finish's errors, and an observer still sees did finish",
+        arguments: [1, 64]
+    )
+    func quickFinishWithoutExecuting(count: Int) async throws {
+        let queue = ConcurrentOperationQueue(name: "merged-cancelled")
+        queue.isSuspended = true
+        let ran = AtomicCounter()
+        var bare: [ClosureProcedure<Int>] = []
+        var observed: [ClosureProcedure<Void>] = []
+        var logs: [Recorder<String>] = []
+        var observedLogs: [Recorder<String>] = []
+        for index in 0..<count {
+            let log = Recorder<String>()
+            let observedLog = Recorder<String>()
+            let holder = ProcedureHolder()
+            let procedure = ClosureProcedure<Int>(name: "cancelled-\(index)") {
+                ran.increment()
+                return index
+            }
+            holder.procedure = procedure
+            procedure.completionBlock = { log.record("completion \(holder.procedure.map { "\($0.state)" } ?? "?")") }
+            bare.append(procedure)
+            logs.append(log)
+            // With a condition and a did-finish observer: the finish goes through did finish.
+            observed.append(ClosureProcedure<Void>(
+                name: "cancelled-observed-\(index)",
+                conditions: [ClosureCondition { _ in .satisfied }],
+                observers: [ClosureObserver(didFinish: { procedure, errors in
+                    observedLog.record("didFinish \(procedure.state) \(procedure.isFinished) \(errors.count)")
+                })]
+            ) { ran.increment() })
+            observedLogs.append(observedLog)
+        }
+        try queue.addOperations(bare + observed, waitUntilFinished: false)
+        for (index, procedure) in bare.enumerated() {
+            if index.isMultiple(of: 2) {
+                procedure.cancel()
+                // The first finish after a cancel counts: its errors are kept for the finish without executing.
+                #expect(procedure.finish(with: ProcedureTestError(index)))
+            } else {
+                // A cancel with an error records it (the procedure failed); a second cancel changes nothing.
+                procedure.cancel(with: ProcedureTestError(1000 + index))
+                procedure.cancel(with: ProcedureTestError(2000 + index))
+            }
+        }
+        for procedure in observed { procedure.cancel() }
+        queue.isSuspended = false
+        for procedure in bare + observed { #expect(await procedure.finishes()) }
+        #expect(await queue.empties())
+        #expect(ran.value == 0)
+        for (index, (procedure, log)) in zip(bare, logs).enumerated() {
+            #expect(procedure.state == .finished && procedure.isCancelled && procedure.output == nil)
+            #expect(errorIDs(procedure.errors) == (index.isMultiple(of: 2) ? [index] : [1000 + index]))
+            #expect(procedure.isFailed)
+            #expect(log.values == ["completion finished"])
+        }
+        for (procedure, log) in zip(observed, observedLogs) {
+            #expect(procedure.state == .finished && procedure.isCancelled && procedure.errors.isEmpty)
+            #expect(log.values == ["didFinish finished true 0"])
+        }
+    }
+
+    @Test(
+        "nothing attached (the plain start and finish): each step sees its state; the value, a cancel while executing and a thrown error are kept",
+        arguments: [1, 64]
+    )
+    func plainStartAndFinish(count: Int) async throws {
+        let queue = ConcurrentOperationQueue(name: "merged-plain")
+        var procedures: [ClosureProcedure<Int>] = []
+        var voids: [ClosureProcedure<Void>] = []
+        var logs: [Recorder<String>] = []
+        for index in 0..<count {
+            let log = Recorder<String>()
+            let holder = ProcedureHolder()
+            let procedure = ClosureProcedure<Int>(name: "plain-\(index)") {
+                log.record("work \(holder.procedure.map { "\($0.state)" } ?? "?")")
+                // A cancel while executing: the procedure is told (nobody listens) and still
+                // finishes with its value.
+                if index.isMultiple(of: 2) { holder.procedure?.cancel() }
+                return index
+            }
+            holder.procedure = procedure
+            procedure.completionBlock = { log.record("completion \(holder.procedure.map { "\($0.state)" } ?? "?")") }
+            procedures.append(procedure)
+            logs.append(log)
+            // A Void body that throws on odd indices: the error goes the general way.
+            voids.append(ClosureProcedure<Void>(name: "plain-void-\(index)") {
+                if !index.isMultiple(of: 2) { throw ProcedureTestError(index) }
+            })
+        }
+        try queue.addOperations(procedures + voids, waitUntilFinished: false)
+        for procedure in procedures { #expect(await procedure.finishes()) }
+        for procedure in voids { #expect(await procedure.finishes()) }
+        #expect(await queue.empties())
+        for (index, (procedure, log)) in zip(procedures, logs).enumerated() {
+            #expect(procedure.state == .finished && procedure.isFinished && procedure.errors.isEmpty)
+            #expect(procedure.output == index)
+            #expect(procedure.isCancelled == index.isMultiple(of: 2))
+            #expect(log.values == ["work executing", "completion finished"])
+        }
+        for (index, procedure) in voids.enumerated() {
+            #expect(procedure.state == .finished)
+            if index.isMultiple(of: 2) {
+                #expect(procedure.output != nil && procedure.errors.isEmpty)
+            } else {
+                #expect(procedure.output == nil && errorIDs(procedure.errors) == [index])
+            }
+        }
+    }
 }
 
 extension ProcedureMergedStepsTests {
