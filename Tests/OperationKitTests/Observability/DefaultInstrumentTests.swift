@@ -1,9 +1,10 @@
 // The process-wide default instrument: what a new queue starts with, and what operations in no
 // queue tell. These tests set it, so they run one at a time, and never beside a test that checks
-// what an instrument is told (`.exclusiveInstrumentation`): a queue made meanwhile — a group's
-// queue for its children too — starts with the default, and an operation cancelled before it is
-// added tells the default, so such a test would miss events. Queues of other tests may take it,
-// which changes nothing for them.
+// what an instrument is told (`.exclusiveInstrumentation`): a queue made meanwhile starts with the
+// default, and an operation cancelled before it is added tells the default, so such a test would
+// miss events. Queues and operations of other tests may tell it: the default installed here keeps
+// only the events of this file's operations (named "dit."), so that it never keeps another test's
+// operation alive (a test waiting for one to be released would wait in vain).
 
 import OperationKit
 import OperationKitTestSupport
@@ -13,7 +14,7 @@ import Testing
 struct DefaultInstrumentTests {
     @Test("the instrument property reads back what was set; a new queue starts with the default")
     func property() {
-        let installed = RecordingInstrument()
+        let installed = OwnEventsRecorder()
         OperationInstrumentation.default = installed
         defer { OperationInstrumentation.default = nil }
         #expect(ConcurrentOperationQueue(name: "with-default").instrument === installed)
@@ -29,28 +30,28 @@ struct DefaultInstrumentTests {
 
     @Test("a layer tells no instrument; an operation started by hand tells the default one its whole lifecycle")
     func layerTellsNothing() throws {
-        let instrument = RecordingInstrument()
+        let instrument = OwnEventsRecorder()
         OperationInstrumentation.default = instrument
         defer { OperationInstrumentation.default = nil }
-        let byHand = ClosureOperation(name: "by-hand") {}
-        let pending = ClosureOperation(name: "pending") {}
-        let layer = OperationLayer([byHand, pending], name: "layer")
+        let byHand = ClosureOperation(name: "dit.by-hand") {}
+        let pending = ClosureOperation(name: "dit.pending") {}
+        let layer = OperationLayer([byHand, pending], name: "dit.layer")
         try byHand.start()
         try pending.start()
         #expect(layer.isFinished)
         #expect(instrument.kinds(of: layer).isEmpty, "told \(instrument.kinds(of: layer))")
         #expect(instrument.kinds(of: byHand).first == "started" && instrument.kinds(of: byHand).last == "finished(succeeded)")
-        let empty = OperationLayer([ClosureOperation](), name: "empty")
+        let empty = OperationLayer([ClosureOperation](), name: "dit.empty")
         #expect(empty.isFinished && instrument.kinds(of: empty).isEmpty)
     }
 
     @Test("a group made while a default is set, added to a queue with another instrument: that one is told its children, the default nothing")
     func groupMadeUnderTheDefault() throws {
-        let installed = RecordingInstrument()
+        let installed = OwnEventsRecorder()
         OperationInstrumentation.default = installed
         defer { OperationInstrumentation.default = nil }
-        let child = ClosureOperation(name: "held-child") {}
-        let group = try GroupOperation(name: "group", operations: [child])
+        let child = ClosureOperation(name: "dit.held-child") {}
+        let group = try GroupOperation(name: "dit.group", operations: [child])
         OperationInstrumentation.default = nil
         let instrument = RecordingInstrument()
         let queue = ConcurrentOperationQueue(name: "instrumented")
@@ -68,11 +69,11 @@ struct DefaultInstrumentTests {
 
     @Test("a group started by hand tells the default instrument, and so do its children")
     func groupStartedByHand() throws {
-        let installed = RecordingInstrument()
+        let installed = OwnEventsRecorder()
         OperationInstrumentation.default = installed
         defer { OperationInstrumentation.default = nil }
-        let child = ClosureOperation(name: "held-child") {}
-        let group = try GroupOperation(name: "group", operations: [child])
+        let child = ClosureOperation(name: "dit.held-child") {}
+        let group = try GroupOperation(name: "dit.group", operations: [child])
         try group.start()
         #expect(group.waitUntilFinishedBlocking(timeout: .seconds(30)))
         #expect(installed.kinds(of: group).first == "started")
@@ -87,8 +88,8 @@ struct DefaultInstrumentTests {
         let queue = ConcurrentOperationQueue(name: "not instrumented")
         OperationInstrumentation.default = installed
         defer { OperationInstrumentation.default = nil }
-        let child = ClosureOperation(name: "held-child") {}
-        let group = try GroupOperation(name: "group", operations: [child])
+        let child = ClosureOperation(name: "dit.held-child") {}
+        let group = try GroupOperation(name: "dit.group", operations: [child])
         try queue.addOperation(group)
         #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: .seconds(30)))
         #expect(group.isFinished && child.isFinished)
@@ -96,4 +97,17 @@ struct DefaultInstrumentTests {
         #expect(installed.kinds(of: group).isEmpty)
         #expect(installed.kinds(of: child).isEmpty, "the default was told \(installed.kinds(of: child))")
     }
+}
+
+/// A default instrument for these tests: records the events of the operations named "dit." only,
+/// and drops the others without keeping them.
+final class OwnEventsRecorder: OperationInstrument, Sendable {
+    let recorded = RecordingInstrument()
+
+    func record(_ event: OperationEvent) {
+        if event.operation.displayName.hasPrefix("dit.") { recorded.record(event) }
+    }
+
+    /// The kinds of `operation`'s events, as ``RecordingInstrument/kinds(of:)``.
+    func kinds(of operation: ConcurrentOperation) -> [String] { recorded.kinds(of: operation) }
 }
