@@ -59,15 +59,29 @@ extension Workflow {
     /// `stamp`: the time, read before the lock (0 if it was not).
     func handNextRunLocked(to unmanagedRunner: Unmanaged<WorkflowRunOperation>, stamp: UInt32) {
         unmanagedRunner._withUnsafeGuaranteedRef { runner in
-            guard pendingHead < pendingRuns.count, runner.acceptsNextLocked,
-                  !queue.suspendedMirror.load(ordering: .acquiring), drainers <= runnerTarget,
-                  let next = takePendingRunLocked() else { return }
-            next.task._withUnsafeGuaranteedRef {
-                $0.runOperation = runner
-                $0.runStartedStamp = stamp != 0 ? stamp : CoarseClock.stamp()
-            }
+            guard pendingHead < pendingRuns.count, runner.acceptsNextLocked, runnersMayGoOnLocked,
+                  let next = assignPendingRunLocked(to: runner, stamp: stamp) else { return }
             runner.handNextLocked(next.task, run: next.run)
         }
+    }
+
+    /// Under the lock: whether the workflow's runners may take another run — the queue is not
+    /// suspended, and its limit did not go down below the runners taking runs.
+    private var runnersMayGoOnLocked: Bool {
+        !queue.suspendedMirror.load(ordering: .acquiring) && drainers <= runnerTarget
+    }
+
+    /// Under the lock: takes the next waiting run (see `takePendingRunLocked`) for `runner`, which
+    /// becomes its task's runner from `stamp` (read now if 0).
+    private func assignPendingRunLocked(
+        to runner: WorkflowRunOperation, stamp: UInt32
+    ) -> (task: Unmanaged<WorkflowTask>, run: Int)? {
+        guard let next = takePendingRunLocked() else { return nil }
+        next.task._withUnsafeGuaranteedRef {
+            $0.runOperation = runner
+            $0.runStartedStamp = stamp != 0 ? stamp : CoarseClock.stamp()
+        }
+        return next
     }
 
     /// Under the lock: `runner` stops taking runs (if it has not already). If runs still wait and
@@ -106,17 +120,13 @@ extension Workflow {
             return nil
         }
         let decision: Decision = lock.withLock {
-            if cancelled || queue.suspendedMirror.load(ordering: .acquiring) || drainers > runnerTarget {
+            if cancelled || !runnersMayGoOnLocked {
                 return .stop(runnerStoppedLocked(runner))
             }
-            guard let next = takePendingRunLocked() else {
+            guard let next = assignPendingRunLocked(to: runner, stamp: 0) else {
                 runner.takesRuns = false
                 drainers -= 1
                 return .stop(nil)
-            }
-            next.task._withUnsafeGuaranteedRef {
-                $0.runOperation = runner
-                $0.runStartedStamp = CoarseClock.stamp()
             }
             runner.beganLocked(next.task, run: next.run)
             return .run(next.task, next.run)

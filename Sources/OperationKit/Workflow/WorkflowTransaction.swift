@@ -39,15 +39,17 @@ struct WorkflowTransaction {
     /// The runner whose run this change ended on the runner's own thread: it is handed its next
     /// run at the end of the change (``Workflow/perform(_:)``). `execute()` keeps it alive.
     var freedRunner: Unmanaged<WorkflowRunOperation>?
-    /// The ``CoarseClock`` stamp of the runs this change starts, read at the first.
-    private var queuedStamp: UInt32 = 0
     /// Whether a run this change started counts on `freedRunner` to take it.
     private var freedRunnerTakesOne = false
     /// The runner whose run's `main()` runs on the thread making the change, if the caller knows
     /// it (``Workflow/perform(onRunner:_:)``): a run it executes ends on its own thread, and any
     /// other runner's run on another's.
     var runnerOnThread: Unmanaged<WorkflowRunOperation>?
-    /// A ``CoarseClock`` stamp read before the lock, for the run handed to `runnerOnThread`.
+    /// The change's ``CoarseClock`` stamp, 0 until read: read before the lock for a change on a
+    /// runner's thread (for the run handed to it), or at the first run the change starts. One
+    /// stamp serves every run the change starts or hands over: the change is one instant to
+    /// anyone reading the stamps (under the same lock), and a start of many tasks reads the clock
+    /// once.
     var stamp: UInt32 = 0
     /// The workflow's instrument, read once (one atomic load).
     private let instrument: (any OperationInstrument)?
@@ -178,10 +180,9 @@ struct WorkflowTransaction {
             // take it, the runner stops and is replaced, since a run waits.
             let runnerFreed = freedRunner != nil && !freedRunnerTakesOne
             if runnerFreed { freedRunnerTakesOne = true }
-            // One stamp for every run the change starts: the change is one instant to anyone
-            // reading the stamps (under the same lock), and a start of many tasks reads the clock once.
-            if queuedStamp == 0 { queuedStamp = CoarseClock.stamp() }
-            if let runner = workflow.queueRunLocked(task, run: run, stamp: queuedStamp, mayMakeRunner: !runnerFreed) {
+            // The change's stamp (see `stamp`).
+            if stamp == 0 { stamp = CoarseClock.stamp() }
+            if let runner = workflow.queueRunLocked(task, run: run, stamp: stamp, mayMakeRunner: !runnerFreed) {
                 startedRuns.append(runner)
             }
             if !workflow.streams.isEmpty || !workflow.listeners.isEmpty {

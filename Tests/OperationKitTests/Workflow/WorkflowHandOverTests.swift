@@ -15,20 +15,14 @@ struct WorkflowHandOverTests {
         let workflow = Workflow(name: "hand over, cancel here", queue: queue)
         let bRan = AtomicCounter()
         let cRan = AtomicCounter()
-        let b = ClosureTask(name: "B") { run in
-            bRan.increment()
-            run.finish(with: nil)
-        }
+        let b = Self.counting("B", bRan)
         let a = ClosureTask(name: "A") { run in
             // B, started with A and waiting, becomes this runner's next run here…
             run.finish(with: nil)
             // …and ends before it began.
             b.cancel()
         }
-        let c = ClosureTask(name: "C") { run in
-            cRan.increment()
-            run.finish(with: nil)
-        }
+        let c = Self.counting("C", cRan)
         try workflow.add(a)
         try workflow.add(b)
         try workflow.add(c)
@@ -53,14 +47,8 @@ struct WorkflowHandOverTests {
             finished.countDown()
             _ = release.wait()
         }
-        let b = ClosureTask(name: "B") { run in
-            bRan.increment()
-            run.finish(with: nil)
-        }
-        let c = ClosureTask(name: "C") { run in
-            cRan.increment()
-            run.finish(with: nil)
-        }
+        let b = Self.counting("B", bRan)
+        let c = Self.counting("C", cRan)
         try workflow.add(a)
         try workflow.add(b)
         try workflow.add(c)
@@ -82,6 +70,14 @@ struct WorkflowHandOverTests {
         #expect(bRan.value == 0)
         #expect(cRan.value == 1)
         #expect(workflow.allTasks.map(\.state) == [.finished, .cancelled, .finished])
+    }
+
+    /// A task whose runs count themselves in `ran` and finish at once.
+    static func counting(_ name: String, _ ran: AtomicCounter) -> ClosureTask {
+        ClosureTask(name: name) { run in
+            ran.increment()
+            run.finish(with: nil)
+        }
     }
 
     static let chain = 200
