@@ -135,6 +135,8 @@ extension ConcurrentOperation {
         var handOver: [ConcurrentOperation] = []
         var handOverQueue: ConcurrentOperationQueue?
         released.removeAll { dependent in
+            // The usual case, a dependent in the same queue, needs neither the lock nor a retain.
+            if let finishedQueue, dependent.isPending(in: finishedQueue) { return false }
             // Read (and retain) the dependent's queue under its lock: a stale ready-list entry may
             // let a worker run and finish the dependent meanwhile, which clears it; then the
             // queue may be gone, and there is nothing left to do.
@@ -226,8 +228,9 @@ extension ConcurrentOperation {
         // release it before this loop is done with it. So an entry that this decrement may make
         // runnable is retained first.
         var unneeded = OperationList()
-        // (It has a component: it registered a dependent before `hasDependents` was set.)
-        let graph = GraphComponent.lock(componentOf: self)
+        // (It has a component: it registered a dependent before `hasDependents` was set. The
+        // operation keeps it alive.)
+        let graph = GraphComponent.lockedRootUnretained(fromBits: graphComponentBits.load(ordering: .acquiring))
         let runnable = { () -> OperationList in
             var runnable = OperationList()
             for entry in dependents {
@@ -249,7 +252,7 @@ extension ConcurrentOperation {
             dependents = UnretainedOperationList()
             return runnable
         }()
-        graph.lock.unlock()
+        graph._withUnsafeGuaranteedRef { $0.lock.unlock() }
         withExtendedLifetime(unneeded) {}
         return (runnable, waiting)
     }

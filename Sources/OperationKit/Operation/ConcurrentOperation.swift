@@ -87,7 +87,25 @@ open class ConcurrentOperation {
     @exclusivity(unchecked) var startedStamp: UInt32 = 0
     /// The queue this operation was added to; cleared when it finishes. Unretained: a queue keeps
     /// itself alive while it holds operations (and its caller keeps it alive while adding one).
-    @exclusivity(unchecked) var queueReference: Unmanaged<ConcurrentOperationQueue>?
+    /// Protected by `lock`; kept in `queueBits` so that `isPending(in:)` can compare it without.
+    var queueReference: Unmanaged<ConcurrentOperationQueue>? {
+        @inline(__always) get {
+            let bits = queueBits.load(ordering: .relaxed)
+            return bits == 0 ? nil : Unmanaged.fromOpaque(UnsafeRawPointer(bitPattern: bits).unsafelyUnwrapped)
+        }
+        @inline(__always) set {
+            queueBits.store(newValue.map { UInt(bitPattern: $0.toOpaque()) } ?? 0, ordering: .relaxed)
+        }
+    }
+    /// The bits of `queueReference`'s pointer, or 0. Written only under `lock`.
+    private let queueBits = Atomic<UInt>(0)
+    /// Whether the operation is pending in `queue`, without the lock: a snapshot, as the locked
+    /// read would be, that may be out of date as soon as it is taken (the operation may finish).
+    /// The caller keeps `queue` alive, so no other queue can share its address.
+    @inline(__always)
+    final func isPending(in queue: Unmanaged<ConcurrentOperationQueue>) -> Bool {
+        queueBits.load(ordering: .acquiring) == UInt(bitPattern: queue.toOpaque())
+    }
     /// Whether the operation is in `queue` now (it was added and has not finished).
     final func isEnqueued(in queue: ConcurrentOperationQueue) -> Bool {
         lock.withLock { queueReference?.toOpaque() == Unmanaged.passUnretained(queue).toOpaque() }

@@ -10,15 +10,16 @@ extension ConcurrentOperationQueue {
         _ operation: ConcurrentOperation, barrier pendingBarrier: ConcurrentOperation?,
         stamp: UInt32 = CoarseClock.stamp()
     ) throws(OperationError) -> ConcurrentOperation.QueuePriority {
-        typealias Claim = (refusal: OperationError.Code?, priority: ConcurrentOperation.QueuePriority, hasDependencies: Bool)
+        // `anchor`: see `DependencyGraph.registerDependencies(of:anchor:)`; nil: no edge to register.
+        typealias Claim = (refusal: OperationError.Code?, priority: ConcurrentOperation.QueuePriority, anchor: UInt?)
         let claim = operation.lock.withLock { () -> Claim in
             if let queue = operation.queueReference {
                 let same = queue.toOpaque() == Unmanaged.passUnretained(self).toOpaque()
-                return (same ? .alreadyEnqueued : .enqueuedInAnotherQueue, .normal, false)
+                return (same ? .alreadyEnqueued : .enqueuedInAnotherQueue, .normal, nil)
             }
             let lifecycle = operation.lifecycle
-            if lifecycle.isFinished { return (.alreadyFinished, .normal, false) }
-            if !lifecycle.isReady { return (.alreadyStarted, .normal, false) }
+            if lifecycle.isFinished { return (.alreadyFinished, .normal, nil) }
+            if !lifecycle.isReady { return (.alreadyStarted, .normal, nil) }
             operation.queueReference = Unmanaged.passUnretained(self)
             operation.addedStamp = stamp
             if let pendingBarrier, pendingBarrier !== operation {
@@ -30,15 +31,16 @@ extension ConcurrentOperationQueue {
             operation.didClaim()
             // A cancelled operation does not wait for its dependencies: it registers no edge, so
             // it can close no cycle (cancelling a member breaks one, as in Foundation).
-            return (nil, operation.queuePriorityLocked, !operation._dependencies.isEmpty && !lifecycle.isCancelled)
+            let registers = !operation._dependencies.isEmpty && !lifecycle.isCancelled
+            return (nil, operation.queuePriorityLocked, registers ? DependencyGraph.anchorBits(ofDependenciesOf: operation) : nil)
         }
         if let refusal = claim.refusal {
             throw OperationError(refusal, operations: [operation.displayName], "cannot add to \(displayName)")
         }
         let priority = claim.priority
-        if !claim.hasDependencies { return priority }
+        guard let anchor = claim.anchor else { return priority }
         do {
-            try DependencyGraph.registerDependencies(of: operation)
+            try DependencyGraph.registerDependencies(of: operation, anchor: anchor)
         } catch {
             operation.lock.withLock {
                 operation.queueReference = nil

@@ -27,8 +27,11 @@ enum DependencyGraph {
     /// Registers the unprocessed dependencies of `operation`, which must already know its queue.
     /// On a cycle, undoes what this call registered and throws; the caller rolls back the rest.
     /// The caller holds the `enqueuing` flag, so nothing here can make the operation runnable.
-    static func registerDependencies(of operation: ConcurrentOperation) throws(OperationError) {
-        let (graph, dependencies, start) = lockComponent(ofDependenciesOf: operation)
+    ///
+    /// `anchor` is what ``anchorBits(ofDependenciesOf:)`` returned under the operation's lock, if
+    /// the caller read it there already (it only chooses which component to lock first).
+    static func registerDependencies(of operation: ConcurrentOperation, anchor: UInt? = nil) throws(OperationError) {
+        let (graph, dependencies, start) = lockComponent(ofDependenciesOf: operation, anchor: anchor)
         defer { graph.lock.unlock() }
         // Indices, not a slice: `Slice<OperationList>` runs unspecialised here (a generic
         // metadata lookup per call).
@@ -69,23 +72,28 @@ enum DependencyGraph {
         }
     }
 
+    /// The component bits of the first unprocessed dependency of `operation` that has a
+    /// component, or 0. Call under the operation's lock; retains nothing.
+    static func anchorBits(ofDependenciesOf operation: ConcurrentOperation) -> UInt {
+        operation._dependencies.firstResult(from: operation.processedDependencyCount) { dependency in
+            let bits = dependency.graphComponentBits.load(ordering: .acquiring)
+            return bits != 0 ? bits : nil
+        } ?? 0
+    }
+
     /// Locks the root of a component holding `operation` and its unprocessed dependencies
     /// (merging components as needed) and returns it with those dependencies, read under it.
     /// The component is that of the operation or of its first dependency that has one, so that
     /// the usual edge — a new operation after one of the graph — creates and merges nothing.
     private static func lockComponent(
-        ofDependenciesOf operation: ConcurrentOperation
+        ofDependenciesOf operation: ConcurrentOperation, anchor hint: UInt?
     ) -> (GraphComponent, OperationList, Int) {
+        var hint = hint
         while true {
             var anchor = operation.graphComponentBits.load(ordering: .acquiring)
             if anchor == 0 {
-                let (dependencies, start) = operation.lock.withLock {
-                    (operation._dependencies, operation.processedDependencyCount)
-                }
-                for index in start..<dependencies.count {
-                    anchor = dependencies[index].graphComponentBits.load(ordering: .acquiring)
-                    if anchor != 0 { break }
-                }
+                anchor = hint ?? operation.lock.withLock { anchorBits(ofDependenciesOf: operation) }
+                hint = nil
             }
             let graph = anchor != 0 ? GraphComponent.lockedRoot(fromBits: anchor) : GraphComponent.lock(componentOf: operation)
             if let ownForeign = graph.adopt(operation) {

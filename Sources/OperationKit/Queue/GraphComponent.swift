@@ -72,13 +72,24 @@ final class GraphComponent: @unchecked Sendable {  // every field is protected a
 
     /// Locks the root of the component at `bits` and returns it; it stays the root while locked.
     static func lockedRoot(fromBits bits: UInt) -> GraphComponent {
+        lockedRootUnretained(fromBits: bits).takeUnretainedValue()
+    }
+
+    /// ``lockedRoot(fromBits:)`` without a retain: the root is alive while a member of the
+    /// component at `bits` is, which the caller keeps alive.
+    @inline(__always)
+    static func lockedRootUnretained(fromBits bits: UInt) -> Unmanaged<GraphComponent> {
         var current = bits
         while true {
-            let root = at(rootBits(from: current)).takeUnretainedValue()
-            root.lock.lock()
-            if root.parentBits.load(ordering: .relaxed) == 0 { return root }
-            root.lock.unlock()
-            current = root.bits
+            let root = at(rootBits(from: current))
+            let locked = root._withUnsafeGuaranteedRef { root -> Bool in
+                root.lock.lock()
+                if root.parentBits.load(ordering: .relaxed) == 0 { return true }
+                root.lock.unlock()
+                return false
+            }
+            if locked { return root }
+            current = UInt(bitPattern: root.toOpaque())
         }
     }
 
