@@ -75,7 +75,8 @@ open class ConcurrentOperation {
     @exclusivity(unchecked) private var _name: String?
     @exclusivity(unchecked) var _completionBlock: (@Sendable () -> Void)?
     /// Direct dependencies as the user gave them. The first `processedDependencyCount` have been
-    /// registered with the dependency graph (they were unfinished then) or were already finished.
+    /// registered with the dependency graph (they were unfinished then), were already finished, or
+    /// are being registered by the holder of the component's lock.
     @exclusivity(unchecked) var _dependencies = OperationList()
     /// The count behind `processedDependencyCount`, in 32 bits so that `startedStamp` shares its word.
     @exclusivity(unchecked) private var _processedDependencyCount: Int32 = 0

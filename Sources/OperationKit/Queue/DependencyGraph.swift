@@ -31,13 +31,25 @@ enum DependencyGraph {
     /// `anchor` is what ``anchorBits(ofDependenciesOf:)`` returned under the operation's lock, if
     /// the caller read it there already (it only chooses which component to lock first).
     static func registerDependencies(of operation: ConcurrentOperation, anchor: UInt? = nil) throws(OperationError) {
-        let (graph, dependencies, start) = lockComponent(ofDependenciesOf: operation, anchor: anchor)
-        defer { graph.lock.unlock() }
+        let (locked, dependencies, start) = lockComponent(ofDependenciesOf: operation, anchor: anchor)
+        // Not retained: the operation is a member now, and keeps its component's root alive.
+        let failure = locked._withUnsafeGuaranteedRef { graph -> OperationError? in
+            defer { graph.lock.unlock() }
+            return register(operation, dependencies, from: start, in: graph)
+        }
+        if let failure { throw failure }
+    }
+
+    /// The body of ``registerDependencies(of:anchor:)``, on the locked root: returns the error
+    /// of a cycle after undoing what it registered.
+    private static func register(
+        _ operation: ConcurrentOperation, _ dependencies: OperationList, from start: Int, in graph: GraphComponent
+    ) -> OperationError? {
         // Indices, not a slice: `Slice<OperationList>` runs unspecialised here (a generic
         // metadata lookup per call).
         let end = dependencies.count
         let pendingCount = end - start
-        if pendingCount <= 0 { return }
+        if pendingCount <= 0 { return nil }
         operation.readiness.add(pendingCount, ordering: .acquiringAndReleasing)
         var skipped = 0
         // The usual edge already respects the order: checked here, without a call, against the
@@ -61,15 +73,16 @@ enum DependencyGraph {
                     }
                     let releasedByFinish = absent - skipped
                     operation.readiness.subtract(pendingCount - releasedByFinish, ordering: .acquiringAndReleasing)
-                    throw error
+                    operation.lock.withLock { operation.processedDependencyCount = start }
+                    return error
                 }
             }
             if !dependency.registerDependent(operation) { skipped += 1 }
         }
-        operation.lock.withLock { operation.processedDependencyCount += pendingCount }
         if skipped > 0 {
             operation.readiness.subtract(skipped, ordering: .acquiringAndReleasing)
         }
+        return nil
     }
 
     /// The component bits of the first unprocessed dependency of `operation` that has a
@@ -82,12 +95,13 @@ enum DependencyGraph {
     }
 
     /// Locks the root of a component holding `operation` and its unprocessed dependencies
-    /// (merging components as needed) and returns it with those dependencies, read under it.
+    /// (merging components as needed) and returns it with those dependencies, read under it,
+    /// and the index of the first of them; they count as processed from here on.
     /// The component is that of the operation or of its first dependency that has one, so that
     /// the usual edge — a new operation after one of the graph — creates and merges nothing.
     private static func lockComponent(
         ofDependenciesOf operation: ConcurrentOperation, anchor hint: UInt?
-    ) -> (GraphComponent, OperationList, Int) {
+    ) -> (Unmanaged<GraphComponent>, OperationList, Int) {
         var hint = hint
         while true {
             var anchor = operation.graphComponentBits.load(ordering: .acquiring)
@@ -95,18 +109,32 @@ enum DependencyGraph {
                 anchor = hint ?? operation.lock.withLock { anchorBits(ofDependenciesOf: operation) }
                 hint = nil
             }
-            let graph = anchor != 0 ? GraphComponent.lockedRoot(fromBits: anchor) : GraphComponent.lock(componentOf: operation)
-            if let ownForeign = graph.adopt(operation) {
+            // Not retained: alive while a member is — the dependency that gave `anchor`, or the
+            // operation itself.
+            let locked = anchor != 0
+                ? GraphComponent.lockedRootUnretained(fromBits: anchor)
+                : Unmanaged.passUnretained(GraphComponent.lock(componentOf: operation))
+            if let ownForeign = locked._withUnsafeGuaranteedRef({ $0.adopt(operation) }) {
+                let graph = locked.takeUnretainedValue()
                 graph.lock.unlock()
                 GraphComponent.merge(dependencySide: graph, dependentSide: ownForeign)
                 continue
             }
-            let (dependencies, start) = operation.lock.withLock {
-                (operation._dependencies, operation.processedDependencyCount)
+            let (dependencies, start, foreign) = locked._withUnsafeGuaranteedRef { graph in
+                operation.lock.withLock { () -> (OperationList, Int, GraphComponent?) in
+                    let start = operation.processedDependencyCount
+                    // Without retaining each dependency: S4 scans 990,000 of them.
+                    let foreign = operation._dependencies.firstResult(from: start) { graph.adopt($0) }
+                    // Counted as processed here rather than in a critical section of its own after
+                    // the registration: every other reader of an enqueued operation's count holds
+                    // the component's lock, which the registration holds throughout (a cycle puts
+                    // the count back).
+                    if foreign == nil { operation.processedDependencyCount = operation._dependencies.count }
+                    return (operation._dependencies, start, foreign)
+                }
             }
-            // Without retaining each dependency: S4 scans 990,000 of them.
-            let foreign = dependencies.firstResult(from: start) { graph.adopt($0) }
-            guard let foreign else { return (graph, dependencies, start) }
+            guard let foreign else { return (locked, dependencies, start) }
+            let graph = locked.takeUnretainedValue()
             graph.lock.unlock()
             GraphComponent.merge(dependencySide: foreign, dependentSide: graph)
         }
