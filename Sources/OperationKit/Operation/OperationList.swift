@@ -201,18 +201,38 @@ extension SmallList where Storage == RetainedOperations {
         case .one(let operation):
             return start == 0 ? body(operation) : nil
         case .many(let operations):
-            return operations.withUnsafeBufferPointer { buffer -> Result? in
-                let raw = UnsafeRawBufferPointer(buffer)
-                let stride = MemoryLayout<ConcurrentOperation>.stride
-                var index = start
-                while index < buffer.count {
-                    let pointer = raw.load(fromByteOffset: index &* stride, as: UnsafeRawPointer.self)
-                    let result = Unmanaged<ConcurrentOperation>.fromOpaque(pointer)._withUnsafeGuaranteedRef(body)
-                    if let result { return result }
-                    index &+= 1
-                }
-                return nil
+            return operations.firstResult(from: start, body)
+        }
+    }
+}
+
+extension Array where Element == ConcurrentOperation {
+    /// Calls `body` with the elements from index `start` on, in order, until it returns a value;
+    /// returns that value. The elements are lent without being retained (the array holds them),
+    /// so a scan costs no reference counting; `body` must not change the array.
+    @inline(__always)
+    func firstResult<Result>(from start: Int, _ body: (ConcurrentOperation) -> Result?) -> Result? {
+        withUnsafeBufferPointer { buffer -> Result? in
+            let raw = UnsafeRawBufferPointer(buffer)
+            let stride = MemoryLayout<ConcurrentOperation>.stride
+            var index = start
+            while index < buffer.count {
+                let pointer = raw.load(fromByteOffset: index &* stride, as: UnsafeRawPointer.self)
+                let result = Unmanaged<ConcurrentOperation>.fromOpaque(pointer)._withUnsafeGuaranteedRef(body)
+                if let result { return result }
+                index &+= 1
             }
+            return nil
+        }
+    }
+
+    /// Calls `body` with each element, in order, lent without a retain (see
+    /// ``firstResult(from:_:)``).
+    @inline(__always)
+    func forEachLent(_ body: (ConcurrentOperation) -> Void) {
+        _ = firstResult(from: 0) { operation -> Void? in
+            body(operation)
+            return nil
         }
     }
 }

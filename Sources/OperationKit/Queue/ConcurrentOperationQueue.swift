@@ -271,7 +271,9 @@ public final class ConcurrentOperationQueue {
     /// - Throws: the ``OperationError`` that adding the first refused operation alone would throw;
     ///   the queue then holds nothing more than before.
     public func addOperations(_ operations: [ConcurrentOperation], waitUntilFinished: Bool) throws(OperationError) {
-        for operation in operations { notifyDelegate(willAdd: operation) }
+        if hasListeners.load(ordering: .acquiring) {
+            for operation in operations { notifyDelegate(willAdd: operation) }
+        }
         // Everything is prepared (claimed, dependencies registered) before anything is linked, so
         // workers do not start finishing operations — and taking the graph lock to release their
         // dependents — while this batch still registers edges under it; and nothing is linked
@@ -285,14 +287,19 @@ public final class ConcurrentOperationQueue {
         priorities.reserveCapacity(operations.count)
         let pendingBarrier = hasBarrier.load(ordering: .relaxed) ? lock.withLock { barrier } : nil
         let stamp = CoarseClock.stamp()  // one clock read for the batch
-        do {
-            for operation in operations {
+        // (The loops over `operations` lend each element rather than retain it.)
+        let failure = operations.firstResult(from: 0) { operation -> OperationError? in
+            do throws(OperationError) {
                 priorities.append(try prepare(operation, barrier: pendingBarrier, stamp: stamp))
+                return nil
+            } catch {
+                return error
             }
-        } catch {
+        }
+        if let failure {
             // Last prepared first: an edge between two of them is undone from its dependent.
             for index in priorities.indices.reversed() { unprepare(operations[index], barrier: pendingBarrier) }
-            throw error
+            throw failure
         }
         if operations.isEmpty { return }
         if hasListeners.load(ordering: .acquiring) {
@@ -303,7 +310,7 @@ public final class ConcurrentOperationQueue {
             for operation in operations { operation.adoptQueueSettings(of: self) }
         }
         insert(zip(operations, priorities))
-        for operation in operations { addOperationsAlong(with: operation) }
+        operations.forEachLent { addOperationsAlong(with: $0) }
         if waitUntilFinished {
             for operation in operations { operation.waitUntilFinishedBlocking() }
         }
