@@ -117,11 +117,22 @@ extension ConcurrentOperation {
             // racing with this finish may have registered an edge it has not counted yet.
             leaveDependents(of: finished.dependencies)
         }
-        // Hand the dependents of other queues to their queues now; keep those of this one.
-        if !readyInSameQueue.isEmpty { handOverDependents(&readyInSameQueue, finishedIn: finished.queue) }
+        // Hand the dependents of other queues to their queues now; keep those of this one (the
+        // usual case, checked here without a call).
+        if !readyInSameQueue.isEmpty && !Self.arePending(readyInSameQueue, in: finished.queue) {
+            handOverDependents(&readyInSameQueue, finishedIn: finished.queue)
+        }
         return FinishTail(
             queue: finished.queue, readyInSameQueue: readyInSameQueue, waiters: waiters,
             dependencies: finished.dependencies, handOff: handOff, holdsTail: holdsTail)
+    }
+
+    /// Whether every operation of `released` is pending in `queue` (a snapshot, see
+    /// ``isPending(in:)``).
+    @inline(__always)
+    private static func arePending(_ released: OperationList, in queue: Unmanaged<ConcurrentOperationQueue>?) -> Bool {
+        guard let queue else { return false }
+        return released.firstResult(from: 0) { $0.isPending(in: queue) ? nil : () } == nil
     }
 
     /// Hands the released dependents that are in other queues than `finishedQueue` (the finished
@@ -231,27 +242,24 @@ extension ConcurrentOperation {
         // (It has a component: it registered a dependent before `hasDependents` was set. The
         // operation keeps it alive.)
         let graph = GraphComponent.lockedRootUnretained(fromBits: graphComponentBits.load(ordering: .acquiring))
-        let runnable = { () -> OperationList in
-            var runnable = OperationList()
-            for entry in dependents {
-                // The count changes only under the component's lock (only the flags change without it),
-                // so only an entry whose count is 1 now can reach exactly 0 below.
-                let mayBecomeRunnable = entry._withUnsafeGuaranteedRef {
-                    $0.readiness.load(ordering: .relaxed) & Readiness.countMask == 1
-                }
-                if mayBecomeRunnable { _ = entry.retain() }
-                if entry._withUnsafeGuaranteedRef({ $0.dependencyDidFinish() }) {
-                    assert(mayBecomeRunnable, "a dependent's count changed outside its component's lock")
-                    runnable.append(mayBecomeRunnable ? entry.takeRetainedValue() : entry.takeUnretainedValue())
-                } else if mayBecomeRunnable {
-                    // Cancelled, or still being enqueued, meanwhile: `cancel()` or the enqueuer
-                    // pushes it. The retain is given back after the lock.
-                    unneeded.append(entry.takeRetainedValue())
-                }
+        var runnable = OperationList()
+        dependents.forEachEntry { entry in
+            // The count changes only under the component's lock (only the flags change without it),
+            // so only an entry whose count is 1 now can reach exactly 0 below.
+            let mayBecomeRunnable = entry._withUnsafeGuaranteedRef {
+                $0.readiness.load(ordering: .relaxed) & Readiness.countMask == 1
             }
-            dependents = UnretainedOperationList()
-            return runnable
-        }()
+            if mayBecomeRunnable { _ = entry.retain() }
+            if entry._withUnsafeGuaranteedRef({ $0.dependencyDidFinish() }) {
+                assert(mayBecomeRunnable, "a dependent's count changed outside its component's lock")
+                runnable.append(mayBecomeRunnable ? entry.takeRetainedValue() : entry.takeUnretainedValue())
+            } else if mayBecomeRunnable {
+                // Cancelled, or still being enqueued, meanwhile: `cancel()` or the enqueuer
+                // pushes it. The retain is given back after the lock.
+                unneeded.append(entry.takeRetainedValue())
+            }
+        }
+        dependents = UnretainedOperationList()
         graph._withUnsafeGuaranteedRef { $0.lock.unlock() }
         withExtendedLifetime(unneeded) {}
         return (runnable, waiting)

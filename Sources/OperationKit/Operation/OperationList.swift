@@ -191,6 +191,18 @@ enum UnretainedOperations: SmallListStorage {
     }
 }
 
+extension SmallList where Storage == UnretainedOperations {
+    /// Calls `body` with each element in order, without an iterator (whose subscript checks the
+    /// shape for each element).
+    @inline(__always)
+    func forEachEntry(_ body: (Unmanaged<ConcurrentOperation>) -> Void) {
+        switch storage {
+        case .one(let entry): body(entry)
+        case .many(let entries): for index in entries.indices { body(entries[index]) }
+        }
+    }
+}
+
 extension SmallList where Storage == RetainedOperations {
     /// Calls `body` with the elements from index `start` on, in order, until it returns a value;
     /// returns that value. The elements are lent without being retained (the list holds them), so
