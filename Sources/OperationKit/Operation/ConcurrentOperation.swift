@@ -392,8 +392,10 @@ open class ConcurrentOperation {
     /// out. (A procedure's own lifecycle becomes finished in the same step.)
     func willBecomeFinishedLocked() {}
 
-    /// Under `lock`: a queue has just claimed the operation. Must not call out.
-    func didClaim() {}
+    /// Under `lock`: a queue has just claimed the operation. Must not call out. Returns whether the
+    /// queue must ask ``operationsToEnqueueAlong(in:)`` once it has linked the operation (what
+    /// would come along later is added by whoever makes it, see `ProcedureOperation.addCondition`).
+    func didClaim() -> Bool { false }
 
     /// Under `lock`: the claim was undone (registering a dependency failed).
     func didUnclaim() {}

@@ -198,10 +198,11 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
 
     // MARK: Hooks of the queue (see ConcurrentOperation)
 
-    override func didClaim() {
+    override func didClaim() -> Bool {
         _ = procedureLifecycle.enqueue()
         // From here on, a condition added makes its dependency at once (see `addCondition`).
         flags.insert(.conditionDependenciesMade)
+        return conditionKinds.load(ordering: .relaxed) & ConditionKinds.mayProduceDependencies != 0
     }
 
     override func didUnclaim() {

@@ -5,21 +5,24 @@ import Dispatch
 // "How scheduling stays O(1)" of Documentation/Architecture.md.
 extension ConcurrentOperationQueue {
     /// Claims `operation` for this queue and registers its dependencies. Leaves it flagged
-    /// `enqueuing`, so that nothing pushes it to the ready list before `insert` does.
+    /// `enqueuing`, so that nothing pushes it to the ready list before `insert` does. Returns its
+    /// priority, and whether it has operations to add along (see `ConcurrentOperation.didClaim()`).
     func prepare(
         _ operation: ConcurrentOperation, barrier pendingBarrier: ConcurrentOperation?,
         stamp: UInt32 = CoarseClock.stamp()
-    ) throws(OperationError) -> ConcurrentOperation.QueuePriority {
+    ) throws(OperationError) -> (priority: ConcurrentOperation.QueuePriority, addsAlong: Bool) {
         // `anchor`: see `DependencyGraph.registerDependencies(of:anchor:)`; nil: no edge to register.
-        typealias Claim = (refusal: OperationError.Code?, priority: ConcurrentOperation.QueuePriority, anchor: UInt?)
+        typealias Claim = (
+            refusal: OperationError.Code?, priority: ConcurrentOperation.QueuePriority, anchor: UInt?, addsAlong: Bool
+        )
         let claim = operation.lock.withLock { () -> Claim in
             if let queue = operation.queueReference {
                 let same = queue.toOpaque() == Unmanaged.passUnretained(self).toOpaque()
-                return (same ? .alreadyEnqueued : .enqueuedInAnotherQueue, .normal, nil)
+                return (same ? .alreadyEnqueued : .enqueuedInAnotherQueue, .normal, nil, false)
             }
             let lifecycle = operation.lifecycle
-            if lifecycle.isFinished { return (.alreadyFinished, .normal, nil) }
-            if !lifecycle.isReady { return (.alreadyStarted, .normal, nil) }
+            if lifecycle.isFinished { return (.alreadyFinished, .normal, nil, false) }
+            if !lifecycle.isReady { return (.alreadyStarted, .normal, nil, false) }
             operation.queueReference = Unmanaged.passUnretained(self)
             operation.addedStamp = stamp
             if let pendingBarrier, pendingBarrier !== operation {
@@ -28,17 +31,20 @@ extension ConcurrentOperationQueue {
             operation.readiness.store(
                 Readiness.enqueuing | (lifecycle.isCancelled ? Readiness.cancelled : 0), ordering: .releasing)
             operation.queuedQualityOfService = operation.qualityOfServiceLocked
-            operation.didClaim()
+            let addsAlong = operation.didClaim()
             // A cancelled operation does not wait for its dependencies: it registers no edge, so
             // it can close no cycle (cancelling a member breaks one, as in Foundation).
             let registers = !operation._dependencies.isEmpty && !lifecycle.isCancelled
-            return (nil, operation.queuePriorityLocked, registers ? DependencyGraph.anchorBits(ofDependenciesOf: operation) : nil)
+            return (
+                nil, operation.queuePriorityLocked, registers ? DependencyGraph.anchorBits(ofDependenciesOf: operation) : nil,
+                addsAlong
+            )
         }
         if let refusal = claim.refusal {
             throw OperationError(refusal, operations: [operation.displayName], "cannot add to \(displayName)")
         }
-        let priority = claim.priority
-        guard let anchor = claim.anchor else { return priority }
+        let result = (priority: claim.priority, addsAlong: claim.addsAlong)
+        guard let anchor = claim.anchor else { return result }
         do {
             try DependencyGraph.registerDependencies(of: operation, anchor: anchor)
         } catch {
@@ -53,7 +59,7 @@ extension ConcurrentOperationQueue {
             operation.readiness.store(0, ordering: .releasing)
             throw error
         }
-        return priority
+        return result
     }
 
     /// Undoes ``prepare(_:barrier:stamp:)`` for an operation of a batch that was refused as a whole:

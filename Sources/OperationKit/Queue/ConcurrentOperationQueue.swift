@@ -250,13 +250,13 @@ public final class ConcurrentOperationQueue {
     /// Adds one operation that waits for `pendingBarrier` too, if one is given.
     private func add(_ operation: ConcurrentOperation, barrier pendingBarrier: ConcurrentOperation?) throws(OperationError) {
         notifyDelegate(willAdd: operation)
-        let priority = try prepare(operation, barrier: pendingBarrier)
+        let (priority, addsAlong) = try prepare(operation, barrier: pendingBarrier)
         // Before `insert`: the operation cannot start before did add is told.
         notifyDelegate(didAdd: operation)
         if let instrument = instrumentSlot.current { tellAdded(CollectionOfOne(operation), to: instrument) }
         if settingsToPassOn.load(ordering: .relaxed) { operation.adoptQueueSettings(of: self) }
         insert(CollectionOfOne((operation, priority)))
-        addOperationsAlong(with: operation)
+        if addsAlong { addOperationsAlong(with: operation) }
     }
 
     /// Adds operations in one step and, if asked, blocks until they have all finished.
@@ -288,9 +288,12 @@ public final class ConcurrentOperationQueue {
         let pendingBarrier = hasBarrier.load(ordering: .relaxed) ? lock.withLock { barrier } : nil
         let stamp = CoarseClock.stamp()  // one clock read for the batch
         // (The loops over `operations` lend each element rather than retain it.)
+        var anyAddsAlong = false
         let failure = operations.firstResult(from: 0) { operation -> OperationError? in
             do throws(OperationError) {
-                priorities.append(try prepare(operation, barrier: pendingBarrier, stamp: stamp))
+                let (priority, addsAlong) = try prepare(operation, barrier: pendingBarrier, stamp: stamp)
+                priorities.append(priority)
+                anyAddsAlong = anyAddsAlong || addsAlong
                 return nil
             } catch {
                 return error
@@ -310,7 +313,9 @@ public final class ConcurrentOperationQueue {
             for operation in operations { operation.adoptQueueSettings(of: self) }
         }
         insert(zip(operations, priorities))
-        operations.forEachLent { addOperationsAlong(with: $0) }
+        // Not a pass over every operation when none adds any (of a large batch, the earliest
+        // are out of the cache by now).
+        if anyAddsAlong { operations.forEachLent { addOperationsAlong(with: $0) } }
         if waitUntilFinished {
             for operation in operations { operation.waitUntilFinishedBlocking() }
         }
