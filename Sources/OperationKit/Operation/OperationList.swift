@@ -50,7 +50,7 @@ struct SmallList<Storage: SmallListStorage>: RandomAccessCollection, RangeReplac
         }
     }
 
-    mutating func append(_ element: Element) {
+    mutating func append(_ element: consuming Element) {
         storage.append(element)
     }
 
@@ -121,7 +121,7 @@ protocol SmallListStorage {
     var shape: SmallListShape<Element> { get }
     /// Appends in place (written for each concrete enum: only a non-generic `switch` lets the
     /// optimiser grow the array without copying it or its references).
-    mutating func append(_ element: Element)
+    mutating func append(_ element: consuming Element)
 }
 
 /// Operations, retained.
@@ -145,7 +145,7 @@ enum RetainedOperations: SmallListStorage {
         }
     }
 
-    mutating func append(_ operation: ConcurrentOperation) {
+    mutating func append(_ operation: consuming ConcurrentOperation) {
         switch self {
         case .one(let first):
             self = .many([first, operation])
