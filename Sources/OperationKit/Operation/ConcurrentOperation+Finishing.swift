@@ -45,7 +45,8 @@ extension ConcurrentOperation {
     struct FinishTail {
         fileprivate var queue: Unmanaged<ConcurrentOperationQueue>?
         fileprivate var readyInSameQueue: OperationList
-        fileprivate var waiters: [Waiter]
+        /// `nil` when there are none (an empty array would cost a retain and a release).
+        fileprivate var waiters: [Waiter]?
         fileprivate var dependencies: OperationList
         fileprivate var handOff: FinishHandOff
         fileprivate var holdsTail: Bool
@@ -104,7 +105,7 @@ extension ConcurrentOperation {
         finished.queue?._withUnsafeGuaranteedRef { $0.notifyDelegate(didFinish: self) }
         // Told after the completion block, before waiters are resumed and dependents released.
         if let instrument = finished.instrument {
-            let errors = finished.errors
+            let errors = finished.errors ?? []
             tellFinished(
                 finished.wasCancelled ? .cancelled(errors) : errors.isEmpty ? .succeeded : .failed(errors),
                 queue: finished.queue?.takeUnretainedValue(), to: instrument)
@@ -180,7 +181,7 @@ extension ConcurrentOperation {
             // Waits that began after the finish joined `waiters` meanwhile.
             let flags = lifeFlags.bitwiseAnd(~LifeFlags.tailPending, ordering: .sequentiallyConsistent).oldValue
             if flags & LifeFlags.hasWaiters != 0 {
-                tail.waiters = lock.withLock {
+                tail.waiters = lock.withLock { () -> [Waiter] in
                     defer { self.waiters = [] }
                     return self.waiters
                 }
@@ -206,7 +207,9 @@ extension ConcurrentOperation {
             }
             withExtendedLifetime(retained) {}
         }
-        for waiter in tail.waiters { waiter.resume() }
+        if let waiters = tail.waiters {
+            for waiter in waiters { waiter.resume() }
+        }
         withExtendedLifetime(tail.dependencies) {}
         return next
     }
@@ -218,16 +221,16 @@ extension ConcurrentOperation {
     ///
     /// With `holdsTail`, the waiters are left for ``completeTail(_:)``, which takes them (and
     /// those that come meanwhile) once the procedure's did-finish observers have returned.
-    private func announceFinish(holdsTail: Bool) -> (runnable: OperationList, waiters: [Waiter]) {
+    private func announceFinish(holdsTail: Bool) -> (runnable: OperationList, waiters: [Waiter]?) {
         let flags = lifeFlags.bitwiseOr(
             holdsTail ? LifeFlags.finished | LifeFlags.tailPending : LifeFlags.finished,
             ordering: .sequentiallyConsistent
         ).oldValue
         // Event streams have `finished` before waiters are resumed and dependents released.
         if flags & LifeFlags.hasEventStreams != 0 { LifecycleEventStreams.deliver(for: self) }
-        var waiting: [Waiter] = []
+        var waiting: [Waiter]?
         if !holdsTail && flags & LifeFlags.hasWaiters != 0 {
-            waiting = lock.withLock {
+            waiting = lock.withLock { () -> [Waiter] in
                 defer { waiters = [] }
                 return waiters
             }
@@ -284,7 +287,8 @@ extension ConcurrentOperation {
         var dependencies: OperationList
         var wasCancelled: Bool
         var instrument: (any OperationInstrument)?
-        var errors: [any Error] = []
+        /// Only when an instrument is told (`nil` saves a retain and a release of an empty array).
+        var errors: [any Error]?
     }
 
     /// A registered dependency finished. Returns `true` if this made the operation runnable.

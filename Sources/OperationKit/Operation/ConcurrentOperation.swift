@@ -115,7 +115,18 @@ open class ConcurrentOperation {
     /// The queue this operation was added to, retained for the caller.
     var queue: ConcurrentOperationQueue? { queueReference?.takeUnretainedValue() }
     /// Threads and tasks waiting for this operation to finish.
-    @exclusivity(unchecked) var waiters: [Waiter] = []
+    var waiters: [Waiter] {
+        get { waiterList ?? [] }
+        _modify {
+            var list = waiterList ?? []
+            waiterList = nil  // keep `list` uniquely referenced while it changes
+            defer { waiterList = list.isEmpty ? nil : list }
+            yield &list
+        }
+    }
+    /// `waiters`, `nil` while empty: most operations never have one, and an empty array would
+    /// cost every operation a retain when made and a release when freed.
+    @exclusivity(unchecked) private var waiterList: [Waiter]?
 
     // protected by the lock of `queue`. Unretained links: the queue holds one explicit retain
     // on each of its operations from `insert` until `operationDidFinish`.

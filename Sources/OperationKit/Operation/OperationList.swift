@@ -5,14 +5,15 @@
 ///
 /// The element is stored in a non-generic enum (``SmallListStorage``): a generic enum with two
 /// payloads cannot use the spare bits of a reference for its tag and would take 9 bytes (16 in a
-/// class), where these take 8.
+/// class), where these take 8. An empty list is a case of its own, not an empty array: making,
+/// copying and dropping one costs no reference counting (a finish passes several along).
 struct SmallList<Storage: SmallListStorage>: RandomAccessCollection, RangeReplaceableCollection {
     typealias Element = Storage.Element
 
     private var storage: Storage
 
     init() {
-        storage = Storage(many: [])
+        storage = Storage.none
     }
 
     init<Elements: Sequence<Element>>(_ elements: Elements) {
@@ -20,13 +21,18 @@ struct SmallList<Storage: SmallListStorage>: RandomAccessCollection, RangeReplac
     }
 
     private init(array: [Element]) {
-        storage = array.count == 1 ? Storage(one: array[0]) : Storage(many: array)
+        switch array.count {
+        case 0: storage = Storage.none
+        case 1: storage = Storage(one: array[0])
+        default: storage = Storage(many: array)
+        }
     }
 
     var startIndex: Int { 0 }
 
     var endIndex: Int {
         switch storage.shape {
+        case .none: 0
         case .one: 1
         case .many(let elements): elements.count
         }
@@ -34,6 +40,8 @@ struct SmallList<Storage: SmallListStorage>: RandomAccessCollection, RangeReplac
 
     subscript(position: Int) -> Element {
         switch storage.shape {
+        case .none:
+            preconditionFailure("Internal inconsistency: index \(position) of an empty SmallList")
         case .one(let element):
             precondition(position == 0, "Internal inconsistency: index \(position) of a one-element SmallList")
             return element
@@ -45,6 +53,7 @@ struct SmallList<Storage: SmallListStorage>: RandomAccessCollection, RangeReplac
     /// The elements as an array.
     var array: [Element] {
         switch storage.shape {
+        case .none: []
         case .one(let element): [element]
         case .many(let elements): elements
         }
@@ -68,6 +77,8 @@ struct SmallList<Storage: SmallListStorage>: RandomAccessCollection, RangeReplac
         default: break
         }
         switch storage.shape {
+        case .none:
+            storage = Storage(many: newElements)
         case .one(let element):
             var elements: [Element] = []
             elements.reserveCapacity(1 + newElements.count)
@@ -79,7 +90,7 @@ struct SmallList<Storage: SmallListStorage>: RandomAccessCollection, RangeReplac
                 storage = Storage(many: newElements)
                 return
             }
-            storage = Storage(many: [])
+            storage = Storage.none
             elements.append(contentsOf: newElements)
             storage = Storage(many: elements)
         }
@@ -87,20 +98,22 @@ struct SmallList<Storage: SmallListStorage>: RandomAccessCollection, RangeReplac
 
     mutating func replaceSubrange<Elements: Collection<Element>>(_ subrange: Range<Int>, with newElements: Elements) {
         var elements = array
-        storage = Storage(many: [])
+        storage = Storage.none
         elements.replaceSubrange(subrange, with: newElements)
         self = SmallList(array: elements)
     }
 
     mutating func removeAll(where shouldBeRemoved: (Element) throws -> Bool) rethrows {
         switch storage.shape {
+        case .none:
+            // (The usual case: a finish with no dependents.)
+            return
         case .one(let element):
-            if try shouldBeRemoved(element) { storage = Storage(many: []) }
+            if try shouldBeRemoved(element) { storage = Storage.none }
         case .many(var elements):
-            // Empty (the usual case: a finish with no dependents): nothing to do. `Array.removeAll(where:)`
-            // would make the shared empty buffer unique first, which allocates.
+            // `Array.removeAll(where:)` would make a shared empty buffer unique first, which allocates.
             if elements.isEmpty { return }
-            storage = Storage(many: [])
+            storage = Storage.none
             try elements.removeAll(where: shouldBeRemoved)
             self = SmallList(array: elements)
         }
@@ -109,13 +122,16 @@ struct SmallList<Storage: SmallListStorage>: RandomAccessCollection, RangeReplac
 
 /// The two shapes of a ``SmallList``, as a transient value.
 enum SmallListShape<Element> {
+    case none
     case one(Element)
     case many([Element])
 }
 
-/// The storage of a ``SmallList``: a non-generic enum with a one-element case and an array case.
+/// The storage of a ``SmallList``: a non-generic enum with an empty case, a one-element case and
+/// an array case.
 protocol SmallListStorage {
     associatedtype Element
+    static var none: Self { get }
     init(one: Element)
     init(many: [Element])
     var shape: SmallListShape<Element> { get }
@@ -132,6 +148,7 @@ typealias OperationList = SmallList<RetainedOperations>
 typealias UnretainedOperationList = SmallList<UnretainedOperations>
 
 enum RetainedOperations: SmallListStorage {
+    case none
     case one(ConcurrentOperation)
     case many([ConcurrentOperation])
 
@@ -140,6 +157,7 @@ enum RetainedOperations: SmallListStorage {
 
     var shape: SmallListShape<ConcurrentOperation> {
         switch self {
+        case .none: .none
         case .one(let operation): .one(operation)
         case .many(let operations): .many(operations)
         }
@@ -147,6 +165,8 @@ enum RetainedOperations: SmallListStorage {
 
     mutating func append(_ operation: consuming ConcurrentOperation) {
         switch self {
+        case .none:
+            self = .one(operation)
         case .one(let first):
             self = .many([first, operation])
         case .many(var operations):
@@ -154,7 +174,7 @@ enum RetainedOperations: SmallListStorage {
                 self = .one(operation)
                 return
             }
-            self = .many([])  // keep the array uniquely referenced while it grows
+            self = .none  // keep the array uniquely referenced while it grows
             operations.append(operation)
             self = .many(operations)
         }
@@ -162,6 +182,7 @@ enum RetainedOperations: SmallListStorage {
 }
 
 enum UnretainedOperations: SmallListStorage {
+    case none
     case one(Unmanaged<ConcurrentOperation>)
     case many([Unmanaged<ConcurrentOperation>])
 
@@ -170,6 +191,7 @@ enum UnretainedOperations: SmallListStorage {
 
     var shape: SmallListShape<Unmanaged<ConcurrentOperation>> {
         switch self {
+        case .none: .none
         case .one(let operation): .one(operation)
         case .many(let operations): .many(operations)
         }
@@ -177,6 +199,8 @@ enum UnretainedOperations: SmallListStorage {
 
     mutating func append(_ operation: Unmanaged<ConcurrentOperation>) {
         switch self {
+        case .none:
+            self = .one(operation)
         case .one(let first):
             self = .many([first, operation])
         case .many(var operations):
@@ -184,7 +208,7 @@ enum UnretainedOperations: SmallListStorage {
                 self = .one(operation)
                 return
             }
-            self = .many([])  // keep the array uniquely referenced while it grows
+            self = .none  // keep the array uniquely referenced while it grows
             operations.append(operation)
             self = .many(operations)
         }
@@ -197,6 +221,7 @@ extension SmallList where Storage == UnretainedOperations {
     @inline(__always)
     func forEachEntry(_ body: (Unmanaged<ConcurrentOperation>) -> Void) {
         switch storage {
+        case .none: return
         case .one(let entry): body(entry)
         case .many(let entries): for index in entries.indices { body(entries[index]) }
         }
@@ -210,6 +235,8 @@ extension SmallList where Storage == RetainedOperations {
     @inline(__always)
     func firstResult<Result>(from start: Int, _ body: (ConcurrentOperation) -> Result?) -> Result? {
         switch storage {
+        case .none:
+            return nil
         case .one(let operation):
             return start == 0 ? body(operation) : nil
         case .many(let operations):

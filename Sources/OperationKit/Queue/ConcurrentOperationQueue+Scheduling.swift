@@ -235,7 +235,8 @@ extension ConcurrentOperationQueue {
     /// What is left to do, without the lock, after an operation left the queue.
     struct RemovalEffects {
         var spawn: Int
-        var waiters: [Waiter]
+        /// `nil` unless the queue emptied (an empty array would cost a retain and a release).
+        var waiters: [Waiter]?
         var emptied: Bool
         /// Finished operations whose retain the queue gives back now (see `finished`).
         var released: Unmanaged<ConcurrentOperation>?
@@ -273,7 +274,7 @@ extension ConcurrentOperationQueue {
         if barrier === operation { barrier = nil }
         for dependent in newlyReady { ready.push(dependent) }
         let spawn = reserveWorkers(returningWorkers: returningWorkers)
-        guard count == 0 else { return RemovalEffects(spawn: spawn, waiters: [], emptied: false, released: released) }
+        guard count == 0 else { return RemovalEffects(spawn: spawn, waiters: nil, emptied: false, released: released) }
         defer { waiters = [] }
         return RemovalEffects(spawn: spawn, waiters: waiters, emptied: true, released: released)
     }
@@ -286,7 +287,9 @@ extension ConcurrentOperationQueue {
         // The retains on finished operations the queue gave up (the caller still holds this one), …
         Self.release(finished: effects.released)
         startWorkers(effects.spawn)
-        for waiter in effects.waiters { waiter.resume() }
+        if let waiters = effects.waiters {
+            for waiter in waiters { waiter.resume() }
+        }
         // … and, last of all, the queue's retain on itself.
         if effects.emptied { Unmanaged.passUnretained(self).release() }
     }
