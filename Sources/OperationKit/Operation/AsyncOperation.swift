@@ -49,15 +49,32 @@ public final class AsyncOperation<Output: Sendable>: ConcurrentOperation, @unche
     /// becomes `true`, once, before the operation finishes.
     private let voidReturned = Atomic<Bool>(false)
 
-    /// Creates an operation that runs `body` in a task when it starts.
+    /// Creates an operation that runs `body` in a task when it starts, at the priority that
+    /// follows the quality of service (see above).
     ///
     /// - Parameters:
     ///   - name: A name for logs and errors.
-    ///   - priority: The task's priority; by default it follows the quality of service (see above).
+    ///   - body: The work. Runs at most once, in a new task, never if the operation is cancelled
+    ///     before it starts. Its value or thrown error becomes the operation's ``result``.
+    public init(name: String? = nil, _ body: @escaping @Sendable () async throws -> Output) {
+        // Its own initialiser rather than a default `priority: nil`: a `TaskPriority?` is passed,
+        // copied, inspected and destroyed through value-witness calls (its layout is resilient),
+        // some two hundred instructions for every operation made.
+        self.body = body
+        priority = .none
+        super.init(name: name)
+    }
+
+    /// Creates an operation that runs `body` in a task of the given priority when it starts.
+    ///
+    /// - Parameters:
+    ///   - name: A name for logs and errors.
+    ///   - priority: The task's priority; `nil` to follow the quality of service (see above), as
+    ///     ``init(name:_:)`` does.
     ///   - body: The work. Runs at most once, in a new task, never if the operation is cancelled
     ///     before it starts. Its value or thrown error becomes the operation's ``result``.
     public init(
-        name: String? = nil, priority: TaskPriority? = nil, _ body: @escaping @Sendable () async throws -> Output
+        name: String? = nil, priority: TaskPriority?, _ body: @escaping @Sendable () async throws -> Output
     ) {
         self.body = body
         self.priority = TaskPriorityCode(priority)
