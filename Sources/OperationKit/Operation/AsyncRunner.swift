@@ -11,7 +11,7 @@ import Synchronization
 /// Dispatch worker as usual.
 ///
 /// Cancellation: cancelling an operation cancels the runner's task only while that operation's
-/// closure runs in it (`current`); the runner then finishes that operation and ends, so that no
+/// closure runs in it (`state`); the runner then finishes that operation and ends, so that no
 /// later closure runs in a cancelled task.
 final class AsyncRunner: @unchecked Sendable {  // see each field for what protects it
     /// A striped lock, for `task` only: held for a few instructions, calling nothing.
