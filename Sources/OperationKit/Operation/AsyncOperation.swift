@@ -32,8 +32,13 @@ public final class AsyncOperation<Output: Sendable>: ConcurrentOperation, @unche
     private let priority: TaskPriorityCode
 
     // protected by lock
-    /// The runner whose task runs the closure, from the start (see `AsyncRunner`).
-    private var runner: AsyncRunner?
+    /// The runner whose task runs the closure, from the start until the finish (see
+    /// `AsyncRunner`). Not retained: the runner lives at least until it has finished the
+    /// operation, and the finish step clears this (`willBecomeFinishedLocked()`); a cancel
+    /// retains it under the lock. (A retain here, given back when the operation is freed —
+    /// often on the thread adding the next ones — made the runner's reference count a line
+    /// that two threads wrote for every operation.)
+    private unowned(unsafe) var runner: AsyncRunner?
     /// The closure's value (boxed) or its error: two references, which every operation creates
     /// and destroys in a few instructions (a `Result<Output, any Error>?` or even
     /// `Result<Any, any Error>?` field is created and destroyed through runtime calls).
@@ -44,15 +49,32 @@ public final class AsyncOperation<Output: Sendable>: ConcurrentOperation, @unche
     /// becomes `true`, once, before the operation finishes.
     private let voidReturned = Atomic<Bool>(false)
 
-    /// Creates an operation that runs `body` in a task when it starts.
+    /// Creates an operation that runs `body` in a task when it starts, at the priority that
+    /// follows the quality of service (see above).
     ///
     /// - Parameters:
     ///   - name: A name for logs and errors.
-    ///   - priority: The task's priority; by default it follows the quality of service (see above).
+    ///   - body: The work. Runs at most once, in a new task, never if the operation is cancelled
+    ///     before it starts. Its value or thrown error becomes the operation's ``result``.
+    public init(name: String? = nil, _ body: @escaping @Sendable () async throws -> Output) {
+        // Its own initialiser rather than a default `priority: nil`: a `TaskPriority?` is passed,
+        // copied, inspected and destroyed through value-witness calls (its layout is resilient),
+        // some two hundred instructions for every operation made.
+        self.body = body
+        priority = .none
+        super.init(name: name)
+    }
+
+    /// Creates an operation that runs `body` in a task of the given priority when it starts.
+    ///
+    /// - Parameters:
+    ///   - name: A name for logs and errors.
+    ///   - priority: The task's priority; `nil` to follow the quality of service (see above), as
+    ///     ``init(name:_:)`` does.
     ///   - body: The work. Runs at most once, in a new task, never if the operation is cancelled
     ///     before it starts. Its value or thrown error becomes the operation's ``result``.
     public init(
-        name: String? = nil, priority: TaskPriority? = nil, _ body: @escaping @Sendable () async throws -> Output
+        name: String? = nil, priority: TaskPriority?, _ body: @escaping @Sendable () async throws -> Output
     ) {
         self.body = body
         self.priority = TaskPriorityCode(priority)
@@ -115,7 +137,9 @@ public final class AsyncOperation<Output: Sendable>: ConcurrentOperation, @unche
             finishAfterStart()
             return
         }
-        let runner = AsyncRunner(running: self, priority: priority.priority ?? taskPriorityForExecution)
+        // `queue` is set before a queue publishes the operation and cleared by its finish, which
+        // comes after this: its worker reads it without the lock (`nil`: started by hand).
+        let runner = AsyncRunner(running: self, in: queue, priority: priority.priority ?? taskPriorityForExecution)
         // Published in the same step as the cancelled flag is read: a cancel either comes after
         // (and finds the runner) or before (and is seen here).
         let cancelled = lock.withLock { () -> Bool in
@@ -128,6 +152,12 @@ public final class AsyncOperation<Output: Sendable>: ConcurrentOperation, @unche
 
     override func attachAsyncRunnerLocked(_ runner: AsyncRunner) {
         self.runner = runner
+    }
+
+    override func willBecomeFinishedLocked() {
+        // The runner may end once the operation has finished (see `runner`).
+        runner = nil
+        super.willBecomeFinishedLocked()
     }
 
     override func canRunOnAsyncRunner(priority runnerPriority: TaskPriorityCode, queue: ConcurrentOperationQueue) -> Bool {

@@ -25,7 +25,7 @@ extension ConcurrentOperation {
         case lastStepOnWorker
         /// The async runner that ran the operation's closure (see `AsyncRunner`): if it holds the
         /// operation's slot, it keeps it and takes the queue's next ready operation in the same
-        /// step as the queue learns of the finish.
+        /// step as the queue learns of the finish. The runner holds the operation's queue.
         case asyncRunner
     }
 
@@ -198,14 +198,15 @@ extension ConcurrentOperation {
             // starts workers. A worker of the queue holds it for its whole loop; any other thread
             // (a callback finishing the operation, an async runner) holds it for the call. The
             // queue settles the slot with the worker (`slotHandoff`) under its lock.
-            let retained: ConcurrentOperationQueue? =
-                queue._withUnsafeGuaranteedRef({ CurrentQueue.holds($0) }) ? nil : queue.takeUnretainedValue()
+            // An async runner holds its queue for its whole run.
             if handOff == .asyncRunner {
                 next = queue._withUnsafeGuaranteedRef { $0.runnerDidFinish(self, newlyReady: tail.readyInSameQueue) }
             } else {
+                let retained: ConcurrentOperationQueue? =
+                    queue._withUnsafeGuaranteedRef({ CurrentQueue.holds($0) }) ? nil : queue.takeUnretainedValue()
                 queue._withUnsafeGuaranteedRef { $0.operationDidFinish(self, newlyReady: tail.readyInSameQueue) }
+                withExtendedLifetime(retained) {}
             }
-            withExtendedLifetime(retained) {}
         }
         if let waiters = tail.waiters {
             for waiter in waiters { waiter.resume() }

@@ -52,17 +52,40 @@ extension ConcurrentOperationQueue {
     /// makes a ``ClosureOperation`` (Swift prefers the synchronous overload); one that awaits or
     /// throws makes an ``AsyncOperation``.
     ///
+    /// The task's priority follows the quality of service (see ``AsyncOperation``); to give one,
+    /// use ``addOperation(name:priority:_:)``.
+    ///
     /// - Parameters:
     ///   - name: A name for logs and errors.
-    ///   - priority: The priority of the task that runs `body`; by default it follows the quality
-    ///     of service (see ``AsyncOperation``).
     ///   - body: The work, run in a task when the operation starts; it holds one of the queue's
     ///     concurrency slots until it returns or throws.
     /// - Returns: The operation, to await its ``AsyncOperation/value``, cancel it or make other
     ///   operations depend on it.
     @discardableResult
     public func addOperation<Output: Sendable>(
-        name: String? = nil, priority: TaskPriority? = nil, _ body: @escaping @Sendable () async throws -> Output
+        name: String? = nil, _ body: @escaping @Sendable () async throws -> Output
+    ) -> AsyncOperation<Output> {
+        // Without a `TaskPriority?` to pass (see `AsyncOperation.init(name:_:)`).
+        let operation = AsyncOperation(name: name, body)
+        // A new operation cannot be refused (see `addOperation(_:)` for blocks).
+        try? addOperation(operation)
+        return operation
+    }
+
+    /// Wraps `body` in an ``AsyncOperation`` whose task runs at `priority`, and adds it (see
+    /// ``addOperation(name:_:)``).
+    ///
+    /// - Parameters:
+    ///   - name: A name for logs and errors.
+    ///   - priority: The priority of the task that runs `body`; `nil` to follow the quality of
+    ///     service (see ``AsyncOperation``).
+    ///   - body: The work, run in a task when the operation starts; it holds one of the queue's
+    ///     concurrency slots until it returns or throws.
+    /// - Returns: The operation, to await its ``AsyncOperation/value``, cancel it or make other
+    ///   operations depend on it.
+    @discardableResult
+    public func addOperation<Output: Sendable>(
+        name: String? = nil, priority: TaskPriority?, _ body: @escaping @Sendable () async throws -> Output
     ) -> AsyncOperation<Output> {
         let operation = AsyncOperation(name: name, priority: priority, body)
         // A new operation cannot be refused (see `addOperation(_:)` for blocks).

@@ -144,6 +144,19 @@ struct AsyncOperationTests {
         #expect(try await awaitWithin { try await explicit.value } == .background)
     }
 
+    @Test("both initialisers: without a priority, or with nil, the task follows the quality of service; a priority given wins")
+    func priorityInitialisers() async throws {
+        let queue = ConcurrentOperationQueue(name: "qos-inits", qualityOfService: .utility)
+        let withoutPriority = AsyncOperation(name: "without") { Task.currentPriority }
+        let withNil = AsyncOperation(name: "nil", priority: nil) { Task.currentPriority }
+        let withPriority = AsyncOperation(name: "given", priority: .background) { Task.currentPriority }
+        withPriority.qualityOfService = .userInitiated
+        try queue.addOperations([withoutPriority, withNil, withPriority], waitUntilFinished: false)
+        #expect(try await awaitWithin { try await withoutPriority.value } == .utility)
+        #expect(try await awaitWithin { try await withNil.value } == .utility)
+        #expect(try await awaitWithin { try await withPriority.value } == .background)
+    }
+
     @Test("started by hand, it runs too")
     func manualStart() async throws {
         let operation = AsyncOperation { "manual" }
