@@ -355,10 +355,11 @@ open class ConcurrentOperation {
         /// Its conditions were satisfied on this worker and nothing was told of it: the start
         /// step records that first (``conditionsSatisfiedLocked()``), saving a critical section.
         case startSatisfyingConditions
-        /// It had no condition when the worker looked without the lock (a procedure, on a run
-        /// that tells no instrument): the start step moves it past its dependencies first
-        /// (``passDependenciesWithoutConditionsLocked()``), saving a critical section — unless a
-        /// condition was added meanwhile: then nothing starts, and the worker prepares it again.
+        /// It had no condition to evaluate when the worker looked without the lock — none, or it
+        /// was cancelled (a procedure, on a run that tells no instrument): the start step moves
+        /// it past its dependencies first (``passDependenciesWithoutConditionsLocked()``), saving
+        /// a critical section — unless a condition was added meanwhile to one not cancelled: then
+        /// nothing starts, and the worker prepares it again.
         case startWithoutConditions
     }
 
@@ -373,8 +374,8 @@ open class ConcurrentOperation {
     func conditionsSatisfiedLocked() -> Bool { true }
 
     /// Under `lock`, in the start step after ``RunPreparation/startWithoutConditions``: moves
-    /// the operation past its dependencies if it still has no condition to evaluate. Returns
-    /// `false`, changing nothing, if a condition was added since the worker looked: it does not
+    /// the operation past its dependencies if it still has no condition to evaluate (none, or
+    /// cancelled). Returns `false`, changing nothing, if it has one: it does not
     /// start, and the worker calls ``prepareToRun(on:instrumented:)`` again. Must not call out.
     func passDependenciesWithoutConditionsLocked() -> Bool { true }
 

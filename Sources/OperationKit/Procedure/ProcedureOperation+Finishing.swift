@@ -196,7 +196,7 @@ extension ProcedureOperation {
         guard observerTotal == 0, conditionTotal == 0, conditionExtras == nil, observedEvents.isEmpty,
             !hookEvents.contains(.didFinish), exclusivity == .none
         else { return false }
-        flags.insert(.finishesPlainly)
+        flags.insert(.finishTaken)
         return true
     }
 
@@ -219,13 +219,12 @@ extension ProcedureOperation {
     /// go of the lock) — and for `.plain`, straight to the tail.
     @inline(never)
     func finishWithoutExecutingQuickly(_ quick: QuickFinish) {
+        // (As in `finishQuicklyInStep()`.)
+        let direct: DirectFinish? = if case .inStep = quick { takeDirectFinishBeforeStepLocked() } else { nil }
         let tail = finishKeepingTail(handOff: .lastStepOnWorker, holdsTail: true, lockHeld: true)
         didFinishWithoutExecuting()
-        guard case .inStep = quick else {
-            if let held = consume tail { completeTail(held) }
-            return
-        }
-        didComplete(then: tail)
+        if let direct { didFinishInStep(direct) }
+        if let held = consume tail { completeTail(held) }
     }
 
     /// After ``beginQuickFinishLocked()`` returned `.plain`, still under `lock`: the base
@@ -244,7 +243,33 @@ extension ProcedureOperation {
     /// line, as ``finishPlainly(asLastStep:)``.)
     @inline(never)
     func finishQuicklyInStep() {
-        finishExecuted(asLastStep: true, lockHeld: true)
+        // (As `finishExecuted(asLastStep: true, lockHeld: true)`, without its general steps: what
+        // did finish needs taken in this critical section — nothing is being delivered, and none
+        // can be raised any more — rather than by the base finish step's hook; did finish and the
+        // release between the base finish step and the tail, as in `finishPlainly(asLastStep:)`.)
+        let direct = takeDirectFinishBeforeStepLocked()
+        guard let tail = finishKeepingTail(handOff: .lastStepOnWorker, holdsTail: true, lockHeld: true) else { return }
+        didFinishInStep(direct)
+        completeTail(tail)
+    }
+
+    /// Under `lock`, in a quick finish that is not plain (``QuickFinish/inStep``), right before
+    /// the base finish step in the same critical section: takes what did finish needs (as
+    /// `willBecomeFinishedLocked` would), and marks the procedure so that the base step takes
+    /// nothing more.
+    @inline(__always)
+    private func takeDirectFinishBeforeStepLocked() -> DirectFinish {
+        flags.insert(.finishTaken)
+        return takeDirectFinishLocked()
+    }
+
+    /// After the base finish step of a quick finish that is not plain (``QuickFinish/inStep``),
+    /// without the lock: did finish and the release of the conditions and observers. What
+    /// ``didComplete(then:)`` does before the tail, without looking for observers with an event
+    /// queue to wait for: a quick finish has none.
+    @inline(__always)
+    private func didFinishInStep(_ direct: DirectFinish) {
+        _ = tellDidFinishDirectly(direct, takingMailboxes: false)
     }
 
     /// Did execute (if not told yet) and will finish, queued together.
@@ -308,6 +333,8 @@ extension ProcedureOperation {
     struct DirectFinish {
         var exclusive: Bool
         var tellHooksAndObservers: Bool
+        /// Whether the class's hook wants did finish (`tellHooksAndObservers` is then `true`).
+        var tellHook = true
         var hasObservers: Bool
         /// Whether there is anything for `releaseUnlocked` to let go of (a procedure without
         /// conditions or observers skips it).
@@ -337,6 +364,7 @@ extension ProcedureOperation {
         var after = AfterDelivery.nothing
         var hasObservers = false
         var tell = false
+        var tellHook = false
         let (exclusive, errors) = lock.withLock { () -> (Bool, [any Error]) in
             let exclusive = exclusivity.release()
             if eventDelivery.releaseAfterDelivery() {
@@ -344,6 +372,7 @@ extension ProcedureOperation {
                 queued = enqueueEventLocked(.didFinish(_errors), then: after, handOffThen: true)
             } else {
                 tell = observedEvents.union(hookEvents).contains(.didFinish)
+                tellHook = hookEvents.contains(.didFinish)
                 hasObservers = markReleasedLocked() > 0
             }
             return (exclusive, _errors)
@@ -355,11 +384,32 @@ extension ProcedureOperation {
             return
         }
         completeDirectly(
-            DirectFinish(exclusive: exclusive, tellHooksAndObservers: tell, hasObservers: hasObservers), then: pending?.tail)
+            DirectFinish(exclusive: exclusive, tellHooksAndObservers: tell, tellHook: tellHook, hasObservers: hasObservers),
+            then: pending?.tail)
     }
 
     /// The rest of ``didComplete(then:)`` once no event is being delivered.
     private func completeDirectly(_ direct: DirectFinish, then tail: consuming FinishTail?) {
+        // Observers with an event queue were posted did finish: the tail waits for them.
+        let mailboxes = tellDidFinishDirectly(direct, takingMailboxes: true)
+        // Moved, not copied: a copy of the tail (two operation lists, the waiters) costs retains
+        // and releases, and destroying the original goes through value witnesses.
+        guard let held = consume tail else { return }
+        if mailboxes.isEmpty {
+            completeTail(held)
+        } else {
+            // (Touched by one thread at a time: this one, then the one running the continuation.)
+            let pending = UncheckedSendable(PendingTail(held))
+            EventMailboxes.after(mailboxes) { [self] in completeTail(pending.value.tail) }
+        }
+    }
+
+    /// Releases mutual exclusivity, tells did finish, and lets go of conditions and observers,
+    /// once no event is being delivered (see ``completeDirectly(_:then:)``). With
+    /// `takingMailboxes`, returns the mailboxes of the observers with an event queue, which
+    /// were posted did finish (read before the observers are let go of).
+    @inline(__always)
+    private func tellDidFinishDirectly(_ direct: DirectFinish, takingMailboxes: Bool) -> [EventMailbox] {
         if direct.exclusive { ExclusivityController.release(ObjectIdentifier(self)) }
         // No event can come after did finish, and none is being delivered: the observers are
         // this thread's now (see `markReleasedLocked`).
@@ -367,7 +417,9 @@ extension ProcedureOperation {
             // Finished: the errors no longer change (every write to them checks the state first).
             // (None, the usual case: the empty array, which costs no retain and release.)
             let errors = _errors.isEmpty ? [] : _errors
-            procedureDidFinish(with: errors)
+            // (Not when the class's hook is the default, which does nothing: a class of this
+            // module that overrides no hook.)
+            if direct.tellHook { procedureDidFinish(with: errors) }
             if direct.hasObservers {
                 // Moved out rather than copied (a retain and a release fewer): nothing else reads
                 // it any more, and `releaseUnlocked` below would let go of it anyway.
@@ -379,19 +431,9 @@ extension ProcedureOperation {
                 if let more = conditionExtras?.moreObservers { for observer in more { tellDidFinish(observer, errors) } }
             }
         }
-        // Observers with an event queue were posted did finish: the tail waits for them.
-        let mailboxes = direct.hasObservers ? eventMailboxes() : []
+        let mailboxes = takingMailboxes && direct.hasObservers ? eventMailboxes() : []
         if direct.holdsConditionsOrObservers { releaseUnlocked() }
-        // Moved, not copied: a copy of the tail (two operation lists, the waiters) costs retains
-        // and releases, and destroying the original goes through value witnesses.
-        guard let held = consume tail else { return }
-        if mailboxes.isEmpty {
-            completeTail(held)
-        } else {
-            // (Touched by one thread at a time: this one, then the one running the continuation.)
-            let pending = UncheckedSendable(PendingTail(held))
-            EventMailboxes.after(mailboxes) { [self] in completeTail(pending.value.tail) }
-        }
+        return mailboxes
     }
 
     /// A finish's tail, held by a queued did finish for the thread delivering it (see
@@ -405,6 +447,19 @@ extension ProcedureOperation {
         if observer.observedEvents.contains(.didFinish) { observer.didFinish(self, with: errors) }
     }
 
+    /// Under `lock`, once the procedure is finishing (its did finish is next) and no event is
+    /// being delivered or can be raised any more: what did finish needs, taken for the calling
+    /// thread (see ``markReleasedLocked()``).
+    @inline(__always)
+    func takeDirectFinishLocked() -> DirectFinish {
+        // (Read before `markReleasedLocked` zeroes the counts.)
+        let holdsConditionsOrObservers = conditionTotal != 0 || observerTotal != 0 || conditionExtras != nil
+        return DirectFinish(
+            exclusive: exclusivity.release(), tellHooksAndObservers: observedEvents.union(hookEvents).contains(.didFinish),
+            tellHook: hookEvents.contains(.didFinish), hasObservers: markReleasedLocked() > 0,
+            holdsConditionsOrObservers: holdsConditionsOrObservers)
+    }
+
     /// Under `lock`, once the procedure has finished and no event is being delivered or
     /// can be raised any more: from here on nothing but the calling thread touches the
     /// conditions, observers and produced dependencies (the counts read 0, every path that would
@@ -415,7 +470,13 @@ extension ProcedureOperation {
         conditionTotal = 0
         observerTotal = 0
         observedEvents = []
-        conditionProgress = .none
+        // Only an evaluation object or an answer holds anything (the usual single condition's
+        // progress holds nothing, and a late call finds nothing to act on either way: see
+        // `ConditionProgress.startedOne`).
+        switch conditionProgress {
+        case .several, .oneAnsweredWhileStarting: conditionProgress = .none
+        case .none, .oneStarting, .oneStarted, .decided: break
+        }
         return observers
     }
 

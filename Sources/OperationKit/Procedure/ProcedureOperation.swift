@@ -211,7 +211,10 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     }
 
     override func operationsToEnqueueAlong(in queue: ConcurrentOperationQueue) -> [ConcurrentOperation] {
-        conditionDependenciesToEnqueue(in: queue)
+        // Only ClosureConditions so far, or none (the usual procedure): nothing to ask, without a
+        // call (see `conditionDependenciesToEnqueue`).
+        guard conditionKinds.load(ordering: .acquiring) & ConditionKinds.mayProduceDependencies != 0 else { return [] }
+        return conditionDependenciesToEnqueue(in: queue)
     }
 
     override func prepareToRun(on queue: ConcurrentOperationQueue, instrumented: Bool) -> RunPreparation {
@@ -221,6 +224,11 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
         guard !instrumented else { return prepareConditions(queue: queue, instrumented: true) }
         let kinds = conditionKinds.load(ordering: .relaxed)
         if kinds & ConditionKinds.any == 0 { return .startWithoutConditions }
+        // Cancelled (a queue's `cancelAllOperations`): its conditions are not evaluated, so it
+        // passes its dependencies in the start step too, as one without conditions. (The flag is
+        // set after the cancel's critical section, or in the queue's claim: the start step sees
+        // the cancel, and checks again.)
+        if readiness.load(ordering: .acquiring) & Readiness.cancelled != 0 { return .startWithoutConditions }
         // Only ClosureConditions without dependencies so far (the usual one): a shorter way.
         if kinds == ConditionKinds.any { return prepareSingleClosureCondition(queue: queue) }
         return prepareConditions(queue: queue, instrumented: false)
@@ -232,9 +240,11 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
 
     override func passDependenciesWithoutConditionsLocked() -> Bool {
         // (Through ready to the start within the caller's step, as `prepareConditions` does in a
-        // step of its own when there is no condition.)
-        guard conditionTotal == 0 else { return false }
-        _ = procedureLifecycle.dependenciesFinished(hasConditions: false)
+        // step of its own when there is no condition to evaluate: none, or the procedure was
+        // cancelled, which skips them.)
+        let hasConditions = conditionTotal != 0
+        guard !hasConditions || procedureLifecycle.isCancelled else { return false }
+        _ = procedureLifecycle.dependenciesFinished(hasConditions: hasConditions)
         return true
     }
 
@@ -385,13 +395,9 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// on — did finish will be told directly by this thread: take what it needs now.
     override func willBecomeFinishedLocked() {
         procedureLifecycle.finished()
-        // A plain finish (`beginQuickFinishLocked`): nothing to take.
-        guard !eventDelivery.isDelivering, !flags.contains(.finishesPlainly) else { return }
-        // (Read before `markReleasedLocked` zeroes the counts.)
-        let holdsConditionsOrObservers = conditionTotal != 0 || observerTotal != 0 || conditionExtras != nil
-        finishedDirectly = DirectFinish(
-            exclusive: exclusivity.release(), tellHooksAndObservers: observedEvents.union(hookEvents).contains(.didFinish),
-            hasObservers: markReleasedLocked() > 0, holdsConditionsOrObservers: holdsConditionsOrObservers)
+        // A quick finish (`beginQuickFinishLocked`): nothing to take, or taken already.
+        guard !eventDelivery.isDelivering, !flags.contains(.finishTaken) else { return }
+        finishedDirectly = takeDirectFinishLocked()
     }
 
     /// The procedure's start, made in the base operation's start step (see

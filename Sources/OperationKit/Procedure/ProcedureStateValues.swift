@@ -307,7 +307,8 @@ struct ProcedureFlags: OptionSet, Hashable {
     static let finishKeptBeforeExecuting = ProcedureFlags(rawValue: 1 << 2)
     /// The instrument was told the procedure is ready (a worker took it the first time).
     static let readyTold = ProcedureFlags(rawValue: 1 << 3)
-    /// The finish is the base operation's alone (see `beginQuickFinishLocked`): the base finish
-    /// step has nothing to take for did finish.
-    static let finishesPlainly = ProcedureFlags(rawValue: 1 << 4)
+    /// A quick finish (see `beginQuickFinishLocked`): the base finish step has nothing to take
+    /// for did finish — nothing to tell or let go of (a plain finish), or the quick finish took
+    /// it in the same critical section, just before.
+    static let finishTaken = ProcedureFlags(rawValue: 1 << 4)
 }
