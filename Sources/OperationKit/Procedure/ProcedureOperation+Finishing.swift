@@ -333,8 +333,6 @@ extension ProcedureOperation {
     struct DirectFinish {
         var exclusive: Bool
         var tellHooksAndObservers: Bool
-        /// Whether the class's hook wants did finish (`tellHooksAndObservers` is then `true`).
-        var tellHook = true
         var hasObservers: Bool
         /// Whether there is anything for `releaseUnlocked` to let go of (a procedure without
         /// conditions or observers skips it).
@@ -364,7 +362,6 @@ extension ProcedureOperation {
         var after = AfterDelivery.nothing
         var hasObservers = false
         var tell = false
-        var tellHook = false
         let (exclusive, errors) = lock.withLock { () -> (Bool, [any Error]) in
             let exclusive = exclusivity.release()
             if eventDelivery.releaseAfterDelivery() {
@@ -372,7 +369,6 @@ extension ProcedureOperation {
                 queued = enqueueEventLocked(.didFinish(_errors), then: after, handOffThen: true)
             } else {
                 tell = observedEvents.union(hookEvents).contains(.didFinish)
-                tellHook = hookEvents.contains(.didFinish)
                 hasObservers = markReleasedLocked() > 0
             }
             return (exclusive, _errors)
@@ -384,8 +380,7 @@ extension ProcedureOperation {
             return
         }
         completeDirectly(
-            DirectFinish(exclusive: exclusive, tellHooksAndObservers: tell, tellHook: tellHook, hasObservers: hasObservers),
-            then: pending?.tail)
+            DirectFinish(exclusive: exclusive, tellHooksAndObservers: tell, hasObservers: hasObservers), then: pending?.tail)
     }
 
     /// The rest of ``didComplete(then:)`` once no event is being delivered.
@@ -418,8 +413,8 @@ extension ProcedureOperation {
             // (None, the usual case: the empty array, which costs no retain and release.)
             let errors = _errors.isEmpty ? [] : _errors
             // (Not when the class's hook is the default, which does nothing: a class of this
-            // module that overrides no hook.)
-            if direct.tellHook { procedureDidFinish(with: errors) }
+            // module that overrides no hook. `hookEvents` is set once, in `init`.)
+            if hookEvents.contains(.didFinish) { procedureDidFinish(with: errors) }
             if direct.hasObservers {
                 // Moved out rather than copied (a retain and a release fewer): nothing else reads
                 // it any more, and `releaseUnlocked` below would let go of it anyway.
@@ -456,8 +451,7 @@ extension ProcedureOperation {
         let holdsConditionsOrObservers = conditionTotal != 0 || observerTotal != 0 || conditionExtras != nil
         return DirectFinish(
             exclusive: exclusivity.release(), tellHooksAndObservers: observedEvents.union(hookEvents).contains(.didFinish),
-            tellHook: hookEvents.contains(.didFinish), hasObservers: markReleasedLocked() > 0,
-            holdsConditionsOrObservers: holdsConditionsOrObservers)
+            hasObservers: markReleasedLocked() > 0, holdsConditionsOrObservers: holdsConditionsOrObservers)
     }
 
     /// Under `lock`, once the procedure has finished and no event is being delivered or
@@ -482,6 +476,7 @@ extension ProcedureOperation {
 
     /// After ``markReleasedLocked()``, without the lock: lets go of the conditions, observers and
     /// produced dependencies (their deinitialisers may run here).
+    @inline(__always)
     func releaseUnlocked() {
         firstCondition = .none
         firstObserver = .none

@@ -69,7 +69,8 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// The events some observer listens to (the union of their `observedEvents`).
     @exclusivity(unchecked) var observedEvents: ProcedureEventKinds = []
     /// The events the class's hooks (`procedureWillExecute()`…) need; every kind unless a
-    /// subclass of this module says it overrides none (``ClosureProcedure``…). Set in `init`.
+    /// subclass of this module says it overrides none (``ClosureProcedure``…). Set in `init`,
+    /// never changed afterwards: read without the lock too.
     @exclusivity(unchecked) var hookEvents: ProcedureEventKinds = .all
     /// The procedure's ``MutuallyExclusive`` categories: asked for (so a cancel may withdraw), held.
     @exclusivity(unchecked) var exclusivity = ExclusivityProgress.none
@@ -402,12 +403,11 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
 
     /// The procedure's start, made in the base operation's start step (see
     /// `didStartExecutingLocked`) and taken by `performExecute` right after, on the same thread.
-    /// (An enum: the action shares the disposition's tag byte.)
+    /// (An enum: the action shares the disposition's tag byte.) The usual start — execute, with
+    /// nobody to tell will execute, the same as `.execute(willExecute: .skipped)` — records none
+    /// (`startedInBaseStep` stays `nil`): neither the start step nor the deinitialiser then
+    /// destroys a value.
     enum Start {
-        /// The usual start: execute, with nobody to tell will execute (see
-        /// `didStartExecutingLocked`). The same as `.execute(willExecute: .skipped)`, but a case
-        /// without a payload: `performExecute` reads it without copying or destroying the value.
-        case executePlainly
         case execute(willExecute: EventDisposition)
         case finishWithoutExecuting
         case refuse
@@ -433,7 +433,7 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
         // only the state changes, and `performExecute` need not take a `Start`.
         if !produceProgress.isAdding && !observedEvents.union(hookEvents).contains(.willExecute) {
             switch procedureLifecycle.start() {
-            case .execute: startedInBaseStep = .executePlainly
+            case .execute: break  // (Nothing recorded: see `Start`.)
             case .finishWithoutExecuting: startedInBaseStep = .finishWithoutExecuting
             case .refuse: startedInBaseStep = .refuse
             }
@@ -443,17 +443,23 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     }
 
     override func performExecute() {
-        if case .executePlainly? = startedInBaseStep {
-            // (See `didStartExecutingLocked`: as `.execute(willExecute: .skipped)` below. Left in
-            // place: nothing reads it again, and it holds nothing.)
+        // Made in the base operation's start step on this thread, which always comes first (only
+        // this thread touches it until the procedure has executed).
+        guard case .some = startedInBaseStep else {
+            // The usual start (see `Start`): as `.execute(willExecute: .skipped)` below.
             execute()
             // Usually told already, by a finish inside `execute()`: no call.
             if !didExecuteTold.load(ordering: .acquiring) { emitDidExecuteOnce() }
             return
         }
-        // Made in the base operation's start step on this thread (only this thread touches it
-        // until the procedure has executed).
-        var start = startedInBaseStep.take() ?? lock.withLock { startLocked() }
+        performStartedExecute()
+    }
+
+    /// ``performExecute()`` after a start that recorded a `Start`. (Out of line: the usual start
+    /// stays small.)
+    @inline(never)
+    private func performStartedExecute() {
+        guard var start = startedInBaseStep.take() else { return }
         while case .waitForAdds(let gate) = start {
             gate.wait()
             start = lock.withLock { startLocked() }
@@ -480,8 +486,6 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
             finishCancelledAtStart()
         case .refuse, .waitForAdds:
             break
-        case .executePlainly:
-            preconditionFailure("Internal inconsistency: a plain start taken twice")
         }
     }
 

@@ -276,7 +276,16 @@ public final class ClosureProcedure<Output: Sendable>: ResultProcedure<Output>, 
             } catch {
                 _ = finishCollecting([error], asLastStep: true)
             }
-        } else if let work = synchronousBody {
+        } else {
+            executeOtherBody()
+        }
+    }
+
+    /// ``execute()`` with a body other than a `Void` one. (Out of line: the usual `Void` body
+    /// runs without the generic `Output` value's stack space.)
+    @inline(never)
+    private func executeOtherBody() {
+        if let work = synchronousBody {
             synchronousBody = nil
             do {
                 finishAsLastStep(withValue: try work())
