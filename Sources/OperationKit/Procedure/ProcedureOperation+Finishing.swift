@@ -410,25 +410,35 @@ extension ProcedureOperation {
         // this thread's now (see `markReleasedLocked`).
         if direct.tellHooksAndObservers {
             // Finished: the errors no longer change (every write to them checks the state first).
-            // (None, the usual case: the empty array, which costs no retain and release.)
-            let errors = _errors.isEmpty ? [] : _errors
-            // (Not when the class's hook is the default, which does nothing: a class of this
-            // module that overrides no hook. `hookEvents` is set once, in `init`.)
-            if hookEvents.contains(.didFinish) { procedureDidFinish(with: errors) }
-            if direct.hasObservers {
-                // Moved out rather than copied (a retain and a release fewer): nothing else reads
-                // it any more, and `releaseUnlocked` below would let go of it anyway.
-                switch firstObserver.take() {
-                case .none: break
-                case .closure(let observer): tellDidFinish(observer, errors)
-                case .boxed(let box): tellDidFinish(box.observer, errors)
-                }
-                if let more = conditionExtras?.moreObservers { for observer in more { tellDidFinish(observer, errors) } }
+            // None, the usual case: the shared empty array, borrowed (no retain and release).
+            if _errors.isEmpty {
+                tellDidFinish(noErrors, hasObservers: direct.hasObservers)
+            } else {
+                tellDidFinish(_errors, hasObservers: direct.hasObservers)
             }
         }
         let mailboxes = takingMailboxes && direct.hasObservers ? eventMailboxes() : []
         if direct.holdsConditionsOrObservers { releaseUnlocked() }
         return mailboxes
+    }
+
+    /// The did-finish part of ``tellDidFinishDirectly(_:takingMailboxes:)``: the hook, then the
+    /// observers.
+    @inline(__always)
+    private func tellDidFinish(_ errors: borrowing [any Error], hasObservers: Bool) {
+        let errors = copy errors
+        // (Not when the class's hook is the default, which does nothing: a class of this module
+        // that overrides no hook. `hookEvents` is set once, in `init`.)
+        if hookEvents.contains(.didFinish) { procedureDidFinish(with: errors) }
+        guard hasObservers else { return }
+        // Moved out rather than copied (a retain and a release fewer): nothing else reads it any
+        // more, and `releaseUnlocked` would let go of it anyway.
+        switch firstObserver.take() {
+        case .none: break
+        case .closure(let observer): tellDidFinish(observer, errors)
+        case .boxed(let box): tellDidFinish(box.observer, errors)
+        }
+        if let more = conditionExtras?.moreObservers { for observer in more { tellDidFinish(observer, errors) } }
     }
 
     /// A finish's tail, held by a queued did finish for the thread delivering it (see
@@ -479,10 +489,14 @@ extension ProcedureOperation {
     @inline(__always)
     func releaseUnlocked() {
         firstCondition = .none
-        firstObserver = .none
+        // (Usually taken already, to be told did finish.)
+        if case .none = firstObserver {} else { firstObserver = .none }
         // (Fired already, when it was taken or cancelled; this is only a safety net.)
         let signal = conditionExtras?.takenSignal
         conditionExtras = nil
         signal?.fire()
     }
 }
+
+/// No errors: the empty array, shared (passed borrowed, it costs no retain and release).
+private let noErrors: [any Error] = []

@@ -397,7 +397,14 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     override func willBecomeFinishedLocked() {
         procedureLifecycle.finished()
         // A quick finish (`beginQuickFinishLocked`): nothing to take, or taken already.
-        guard !eventDelivery.isDelivering, !flags.contains(.finishTaken) else { return }
+        guard !flags.contains(.finishTaken), !eventDelivery.isDelivering else { return }
+        takeDirectFinishInFinishStepLocked()
+    }
+
+    /// The rest of ``willBecomeFinishedLocked()`` when did finish will be told directly. (Out of
+    /// line: a quick finish, the usual one, does not come here.)
+    @inline(never)
+    private func takeDirectFinishInFinishStepLocked() {
         finishedDirectly = takeDirectFinishLocked()
     }
 

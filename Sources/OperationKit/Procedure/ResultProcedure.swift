@@ -176,7 +176,7 @@ public final class ClosureProcedure<Output: Sendable>: ResultProcedure<Output>, 
     ///   - name: A name for logs and errors.
     ///   - body: The work, run on the thread that executes the procedure.
     public init(name: String? = nil, _ body: @escaping @Sendable () throws -> Output) {
-        synchronousBody = body
+        synchronousBody = consume body  // (Moved in: no retain and release of its context.)
         super.init(name: name, hookEvents: [])  // overrides no hook
     }
 
@@ -189,7 +189,7 @@ public final class ClosureProcedure<Output: Sendable>: ResultProcedure<Output>, 
     ///     the procedure, including a cancellation (see ``ProcedureOperation/procedureDidCancel(with:)``
     ///     or a did-cancel observer).
     public init(name: String? = nil, asynchronous body: @escaping @Sendable (ClosureProcedure<Output>) -> Void) {
-        asynchronousBody = body
+        asynchronousBody = consume body  // (Moved in: no retain and release of its context.)
         super.init(name: name, hookEvents: [])  // overrides no hook
     }
 
@@ -200,7 +200,7 @@ public final class ClosureProcedure<Output: Sendable>: ResultProcedure<Output>, 
     ///   - name: A name for logs and errors.
     ///   - body: The work, run on the thread that executes the procedure.
     public init(name: String? = nil, _ body: @escaping @Sendable () throws -> Void) where Output == Void {
-        voidBody = body
+        voidBody = consume body  // (Moved in: no retain and release of its context.)
         super.init(name: name, hookEvents: [])  // overrides no hook
     }
 
@@ -218,7 +218,7 @@ public final class ClosureProcedure<Output: Sendable>: ResultProcedure<Output>, 
         name: String? = nil, conditions: borrowing [any OperationCondition] = [], observers: borrowing [any OperationObserver] = [],
         _ body: @escaping @Sendable () throws -> Output
     ) {
-        synchronousBody = body
+        synchronousBody = consume body  // (Moved in: no retain and release of its context.)
         super.init(name: name, hookEvents: [], conditions: conditions, observers: observers)  // overrides no hook
     }
 
@@ -236,7 +236,7 @@ public final class ClosureProcedure<Output: Sendable>: ResultProcedure<Output>, 
         name: String? = nil, conditions: borrowing [any OperationCondition] = [], observers: borrowing [any OperationObserver] = [],
         asynchronous body: @escaping @Sendable (ClosureProcedure<Output>) -> Void
     ) {
-        asynchronousBody = body
+        asynchronousBody = consume body  // (Moved in: no retain and release of its context.)
         super.init(name: name, hookEvents: [], conditions: conditions, observers: observers)  // overrides no hook
     }
 
@@ -261,7 +261,7 @@ public final class ClosureProcedure<Output: Sendable>: ResultProcedure<Output>, 
         name: String? = nil, conditions: borrowing [any OperationCondition] = [], observers: borrowing [any OperationObserver] = [],
         _ body: @escaping @Sendable () throws -> Void
     ) where Output == Void {
-        voidBody = body
+        voidBody = consume body  // (Moved in: no retain and release of its context.)
         super.init(name: name, hookEvents: [], conditions: conditions, observers: observers)  // overrides no hook
     }
 
