@@ -208,9 +208,7 @@ extension ConcurrentOperation {
                 withExtendedLifetime(retained) {}
             }
         }
-        if let waiters = tail.waiters {
-            for waiter in waiters { waiter.resume() }
-        }
+        if let waiters = tail.waiters { waiters.resumeAll() }
         withExtendedLifetime(tail.dependencies) {}
         return next
     }

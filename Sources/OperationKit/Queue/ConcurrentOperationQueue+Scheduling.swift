@@ -287,9 +287,7 @@ extension ConcurrentOperationQueue {
         // The retains on finished operations the queue gave up (the caller still holds this one), …
         Self.release(finished: effects.released)
         startWorkers(effects.spawn)
-        if let waiters = effects.waiters {
-            for waiter in waiters { waiter.resume() }
-        }
+        if let waiters = effects.waiters { waiters.resumeAll() }
         // … and, last of all, the queue's retain on itself.
         if effects.emptied { Unmanaged.passUnretained(self).release() }
     }

@@ -55,6 +55,15 @@ extension Waiter {
 }
 
 extension Array where Element == Waiter {
+    /// Resumes the waiters, in order. (Out of line, and called only when there is one: a finish
+    /// that nobody waits for, the usual one, holds no `Waiter` value then — whose layout, with a
+    /// `CheckedContinuation`, is known only at run time, so that the caller would look up
+    /// its type metadata on every call to size its stack.)
+    @inline(never)
+    func resumeAll() {
+        for waiter in self { waiter.resume() }
+    }
+
     /// Removes the waiter of `semaphore`; `false` if it is not (any longer) in the list.
     mutating func remove(semaphore: DispatchSemaphore) -> Bool {
         guard let index = firstIndex(where: { $0.isSemaphore(semaphore) }) else { return false }
