@@ -4,11 +4,12 @@ import OperationKitTestSupport
 import Testing
 
 /// The usual procedure — no condition or one synchronous condition, observers of did finish only —
-/// takes shorter paths: without a condition it passes its dependencies in the base operation's
-/// start step, a condition's answer is recorded in that step, and its finish makes the base
-/// operation's finish step in its own critical section. These tests pin what
-/// those paths must keep: the order of the lifecycle, cancellation between the steps, and what
-/// the did-finish observers and the completion block see.
+/// takes shorter paths: without a condition (or cancelled, which skips them) it passes its
+/// dependencies in the base operation's start step, a condition's answer is recorded in that
+/// step, and its finish makes the base operation's finish step in its own critical section,
+/// taking there what did finish needs. These tests pin what those paths must keep: the order of
+/// the lifecycle, cancellation between the steps, and what the did-finish observers and the
+/// completion block see.
 @Suite("Procedure merged steps", .offThePool)
 struct ProcedureMergedStepsTests {
     @Test("a synchronous condition that cancels its procedure, then answers satisfied: it never executes and finishes once")
@@ -181,6 +182,177 @@ struct ProcedureMergedStepsTests {
 }
 
 extension ProcedureMergedStepsTests {
+    @Test(
+        "cancelled with conditions before a worker takes it: no condition is asked, it passes its dependencies in its start step and finishes without executing",
+        arguments: [1, 64]
+    )
+    func cancelledWithConditions(count: Int) async throws {
+        let queue = suspendedProcedureQueue("merged-cancelled-conditions")
+        let ran = AtomicCounter()
+        let asked = Recorder<String>()
+        // A dependency that never runs (its queue stays suspended): a cancelled procedure does
+        // not wait for it.
+        let elsewhere = suspendedProcedureQueue("merged-cancelled-conditions.elsewhere")
+        let neverRuns = ClosureOperation(name: "never-runs") {}
+        try elsewhere.addOperation(neverRuns)
+        var procedures: [ProcedureOperation] = []
+        var logs: [Recorder<String>] = []
+        var producing: [TestCondition] = []
+        for index in 0..<count {
+            let log = Recorder<String>()
+            let holder = ProcedureHolder()
+            // The usual one: a ClosureCondition and a did-finish observer, given at init.
+            let usual = ClosureProcedure<Void>(
+                name: "usual-\(index)",
+                conditions: [ClosureCondition { procedure in
+                    asked.record("usual \(procedure.state)")
+                    return .satisfied
+                }],
+                observers: [ClosureObserver(didFinish: { procedure, errors in
+                    log.record("didFinish \(procedure.state) \(procedure.isFinished) \(errors.count)")
+                })]
+            ) { ran.increment() }
+            holder.procedure = usual
+            usual.completionBlock = { log.record("completion \(holder.procedure.map { "\($0.state)" } ?? "?")") }
+            // A condition that produces a dependency (made when the queue adds the procedure),
+            // and one that waits for a dependency that never finishes.
+            let condition = TestCondition(name: "producing-\(index)", produces: { ClosureOperation(name: "produced") {} })
+            let general = ClosureProcedure<Void>(name: "general-\(index)") { ran.increment() }
+            try general.addCondition(condition)
+            try general.addCondition(ClosureCondition { procedure in
+                asked.record("general \(procedure.state)")
+                return .satisfied
+            })
+            try general.addDependency(neverRuns)
+            procedures += [usual, general]
+            logs.append(log)
+            producing.append(condition)
+        }
+        try queue.addOperations(procedures, waitUntilFinished: false)
+        for procedure in procedures { procedure.cancel() }
+        #expect(procedures.allSatisfy { $0.state == .pending && $0.isCancelled })
+        queue.isSuspended = false
+        for procedure in procedures { #expect(await procedure.finishes()) }
+        #expect(await queue.empties())
+        #expect(ran.value == 0)
+        #expect(asked.values.isEmpty, "conditions asked: \(asked.values)")
+        #expect(producing.allSatisfy { $0.evaluationCount == 0 })
+        for procedure in procedures {
+            #expect(procedure.state == .finished && procedure.isCancelled && procedure.errors.isEmpty)
+        }
+        for log in logs { #expect(log.values == ["completion finished", "didFinish finished true 0"]) }
+        // The produced dependencies were cancelled with their procedure (none ran its work).
+        for condition in producing {
+            #expect(condition.producedDependencies.allSatisfy { $0.isCancelled })
+        }
+        #expect(!neverRuns.isFinished)
+        neverRuns.cancel()
+        elsewhere.isSuspended = false
+        #expect(await elsewhere.empties())
+    }
+
+    /// One race: a cancel on another thread while a worker takes a procedure with a condition
+    /// (the worker looks for the cancel without the lock, the start step again under it).
+    /// Returns what went wrong, or `nil`.
+    static func raceCancelAgainstConditions(queue: ConcurrentOperationQueue, iteration: Int) -> String? {
+        let bound = Duration.seconds(10)
+        let log = Recorder<String>()
+        let finishes = AtomicCounter()
+        let procedure = ClosureProcedure<Void>(
+            name: "merged-cancel-race-\(iteration)",
+            conditions: [ClosureCondition { procedure in
+                log.record("condition \(procedure.state)")
+                return .satisfied
+            }],
+            observers: [ClosureObserver(didFinish: { procedure, _ in
+                finishes.increment()
+                log.record("didFinish \(procedure.state)")
+            })]
+        ) { log.record("work") }
+        let start = Gate()
+        let returned = Latch(count: 1)
+        DispatchQueue(label: "merged-cancel-race.canceller").async {
+            _ = start.wait(timeout: bound)
+            // A different head start in each iteration (not a synchronisation: any interleaving
+            // must pass).
+            var spin = 0
+            for step in 0..<(iteration % 64) * 40 { spin &+= step }
+            keep(spin)
+            procedure.cancel()
+            returned.countDown()
+        }
+        start.open()
+        do { try queue.addOperation(procedure) } catch { return "addOperation threw \(error)" }
+        guard returned.wait(timeout: bound) else { return "cancel did not return" }
+        guard procedure.waitUntilFinishedBlocking(timeout: bound) else { return "the procedure did not finish" }
+        guard procedure.state == .finished else { return "state \(procedure.state)" }
+        // The condition is asked at most once, once the procedure evaluates its conditions (a
+        // cancel meanwhile stops the procedure waiting for it: it may finish, on another worker,
+        // while the condition still runs, which then reads a later state); the work runs only
+        // after it, and did finish after the work. (A cancel after the finish changes nothing.)
+        let events = log.values
+        let asked = events.filter { $0.hasPrefix("condition ") }
+        if asked.count > 1 { return "condition asked \(asked.count) times: \(events)" }
+        if let state = asked.first?.dropFirst("condition ".count),
+            !["evaluatingConditions", "ready", "finishing", "finished"].contains(String(state))
+        {
+            return "condition asked in state \(state): \(events)"
+        }
+        let executed = ["condition evaluatingConditions", "work", "didFinish finished"]
+        if events.contains("work") || !procedure.isCancelled {
+            if events != executed { return "events \(events) (cancelled: \(procedure.isCancelled))" }
+        } else if events.filter({ $0 == "didFinish finished" }).count != 1 || events.count != asked.count + 1 {
+            return "events \(events) (cancelled)"
+        }
+        if finishes.value != 1 { return "did finish told \(finishes.value) times" }
+        return nil
+    }
+
+    @Test("a cancel racing the worker that takes a procedure with a condition: the condition is asked at most once, before any work, and it finishes once")
+    func cancelRacingConditions() async throws {
+        let queue = try ConcurrentOperationQueue(name: "merged-cancel-race", maxConcurrentOperationCount: 4)
+        var failures: [String] = []
+        for iteration in 0..<500 {
+            if let failure = Self.raceCancelAgainstConditions(queue: queue, iteration: iteration) {
+                failures.append("iteration \(iteration): \(failure)")
+                if failures.count >= 5 { break }
+            }
+        }
+        #expect(failures.isEmpty, "\(failures)")
+        #expect(await queue.empties())
+    }
+
+    @Test("a finish taken in its own critical section: the category is given back and the counts read 0 before did finish, which comes after the completion block")
+    func quickFinishWithCategory() async throws {
+        let queue = try ConcurrentOperationQueue(name: "merged-category", maxConcurrentOperationCount: 2)
+        let category = uniqueExclusivityCategory("merged")
+        let log = Recorder<String>()
+        let secondExecuting = Latch()
+        let second = ClosureProcedure<Void>(name: "second", conditions: [MutuallyExclusive(category: category)]) {
+            secondExecuting.countDown()
+        }
+        let first = ClosureProcedure<Void>(
+            name: "first",
+            conditions: [ClosureCondition { _ in .satisfied }, MutuallyExclusive(category: category)],
+            observers: [ClosureObserver(didFinish: { procedure, _ in
+                log.record("didFinish \(procedure.state) \(procedure.conditionCount) \(procedure.observerCount)")
+                // The category was given back before did finish: the second procedure, waiting
+                // for it, executes meanwhile (on the other worker).
+                log.record(secondExecuting.wait(timeout: .seconds(10)) ? "second executing" : "second still waiting")
+            })]
+        ) {
+            log.record("first work")
+            // Added while the first holds the category: it waits for it.
+            do { try queue.addOperation(second) } catch { log.record("add threw \(error)") }
+        }
+        first.completionBlock = { log.record("completion") }
+        try queue.addOperation(first)
+        #expect(await first.finishes())
+        #expect(await second.finishes())
+        #expect(await queue.empties())
+        #expect(log.values == ["first work", "completion", "didFinish finished 0 0", "second executing"])
+    }
+
     /// One race: a condition added on another thread while the queue adds a procedure without
     /// conditions and a worker takes it (the worker looks for conditions without the lock, the
     /// start step again under it). Returns what went wrong, or `nil`.
