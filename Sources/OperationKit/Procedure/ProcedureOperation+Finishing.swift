@@ -248,9 +248,9 @@ extension ProcedureOperation {
         // can be raised any more — rather than by the base finish step's hook; did finish and the
         // release between the base finish step and the tail, as in `finishPlainly(asLastStep:)`.)
         let direct = takeDirectFinishBeforeStepLocked()
-        guard let tail = finishKeepingTail(handOff: .lastStepOnWorker, holdsTail: true, lockHeld: true) else { return }
+        let tail = finishKeepingTail(handOff: .lastStepOnWorker, holdsTail: true, lockHeld: true)
         didFinishInStep(direct)
-        completeTail(tail)
+        if let held = consume tail { completeTail(held) }
     }
 
     /// Under `lock`, in a quick finish that is not plain (``QuickFinish/inStep``), right before
