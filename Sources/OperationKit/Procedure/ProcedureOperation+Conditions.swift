@@ -238,8 +238,6 @@ extension ProcedureOperation {
     }
 
     /// The dependencies the conditions produce, made once, when the queue adds the procedure.
-    /// (Out of line: the caller looks at `conditionKinds` first.)
-    @inline(never)
     func conditionDependenciesToEnqueue(in queue: ConcurrentOperationQueue) -> [ConcurrentOperation] {
         // Only ClosureConditions (which make none): nothing to ask. (A condition that may make one,
         // added on another thread meanwhile, is made by that thread, or left for the worker: see

@@ -212,10 +212,7 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     }
 
     override func operationsToEnqueueAlong(in queue: ConcurrentOperationQueue) -> [ConcurrentOperation] {
-        // Only ClosureConditions so far, or none (the usual procedure): nothing to ask, without a
-        // call (see `conditionDependenciesToEnqueue`).
-        guard conditionKinds.load(ordering: .acquiring) & ConditionKinds.mayProduceDependencies != 0 else { return [] }
-        return conditionDependenciesToEnqueue(in: queue)
+        conditionDependenciesToEnqueue(in: queue)
     }
 
     override func prepareToRun(on queue: ConcurrentOperationQueue, instrumented: Bool) -> RunPreparation {
