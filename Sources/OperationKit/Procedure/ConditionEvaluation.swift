@@ -346,12 +346,19 @@ enum InitialAttachments {
     private static func plainObserver<Observer: OperationObserver>(
         _ observer: Observer
     ) -> (FirstObserver, ProcedureEventKinds)? {
-        if Observer.self == ClosureObserver.self {
-            // (No event queue: a ClosureObserver has the default, none.)
-            let closure = unsafeBitCast(observer, to: ClosureObserver.self)
-            let wanted = closure.observedEvents
-            return wanted.contains(.didAttach) ? nil : (.closure(closure), wanted)
-        }
+        guard Observer.self == ClosureObserver.self else { return plainOtherObserver(observer) }
+        // (No event queue: a ClosureObserver has the default, none.)
+        let closure = unsafeBitCast(observer, to: ClosureObserver.self)
+        let wanted = closure.observedEvents
+        return wanted.contains(.didAttach) ? nil : (.closure(closure), wanted)
+    }
+
+    /// ``plainObserver(_:)`` for an observer of another type. (Out of line: the usual
+    /// ``ClosureObserver`` is looked at without its frame.)
+    @inline(never)
+    private static func plainOtherObserver<Observer: OperationObserver>(
+        _ observer: Observer
+    ) -> (FirstObserver, ProcedureEventKinds)? {
         let wanted = observer.observedEvents
         guard !wanted.contains(.didAttach), observer.eventQueue == nil else { return nil }
         return (FirstObserver(observer), wanted)

@@ -103,7 +103,7 @@ extension ProcedureOperation {
                 // The state change and the events in one step.
                 return .queued(enqueueFinishEventsLocked(executed: true, asLastStep: asLastStep))
             case .ignoreAlreadyFinishing:
-                _diagnostics.append("finish ignored: already \(procedureLifecycle.state) (errors given: \(errors.count))")
+                noteDiagnosticLocked("finish ignored: already \(procedureLifecycle.state) (errors given: \(errors.count))")
                 return .ignored
             case .refuseNotStarted:
                 // Cancelled before it executed: the first finish's errors are kept for the finish
@@ -113,7 +113,7 @@ extension ProcedureOperation {
                     if !errors.isEmpty { _errors.append(contentsOf: errors) }
                     return .kept
                 }
-                _diagnostics.append("finish ignored: not executing, state \(procedureLifecycle.state)")
+                noteDiagnosticLocked("finish ignored: not executing, state \(procedureLifecycle.state)")
                 return .ignored
             }
         }
@@ -146,6 +146,11 @@ extension ProcedureOperation {
             break  // (done above)
         }
         return true
+    }
+
+    /// Under `lock`: records a note in ``diagnostics``.
+    func noteDiagnosticLocked(_ note: String) {
+        if _diagnostics == nil { _diagnostics = [note] } else { _diagnostics!.append(note) }
     }
 
     /// How a finish from this module's own `execute()` can go without `finishCollecting`'s

@@ -48,7 +48,8 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     // Benchmarks): the word-aligned ones first, then each 9-byte enum followed by small fields
     // that fill its word, then the 4-byte-aligned ones — 104 bytes after the operation's.
     @exclusivity(unchecked) var _errors: [any Error] = []
-    @exclusivity(unchecked) var _diagnostics: [String] = []
+    /// `nil` until there is one (most procedures have none: no empty array to let go of).
+    @exclusivity(unchecked) var _diagnostics: [String]?
     /// The conditions: the first in one word (most procedures have at most one, a
     /// ``ClosureCondition``: no array to allocate and free), the others in `conditionExtras`;
     /// `conditionTotal` counts them. Copied out under the lock to be called.
@@ -277,7 +278,7 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
 
     /// Notes about finish calls that changed nothing — a second finish, or a finish before the
     /// procedure executed — for debugging.
-    public var diagnostics: [String] { lock.withLock { _diagnostics } }
+    public var diagnostics: [String] { lock.withLock { _diagnostics } ?? [] }
 
     /// Whether cancelling the procedure while it executes also finishes it at once (PSOperations'
     /// behaviour), instead of only telling it. `false` by default.

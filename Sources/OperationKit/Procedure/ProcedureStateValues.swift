@@ -140,7 +140,13 @@ enum ConditionProgress {
 
     /// The worker starts evaluating a single condition.
     mutating func beginOne() {
-        self = .oneStarting
+        switch self {
+        case .none, .oneStarting, .oneStarted, .decided:
+            // (Usually `.none`. A case without a payload: overwritten without destroying it.)
+            self = .oneStarting
+        case .oneAnsweredWhileStarting, .several:
+            self = .oneStarting
+        }
     }
 
     /// The worker has started the single condition. Returns its answer if it came meanwhile (the
@@ -311,4 +317,8 @@ struct ProcedureFlags: OptionSet, Hashable {
     /// for did finish — nothing to tell or let go of (a plain finish), or the quick finish took
     /// it in the same critical section, just before.
     static let finishTaken = ProcedureFlags(rawValue: 1 << 4)
+    /// A `ResultProcedure<Void>` finished with its value, `()`, by the quick finish of its own
+    /// `execute()` (see `ResultProcedure.finishAsLastStepWithVoid`): its output, set as a bit
+    /// rather than in `_output`, which the finish then need not overwrite.
+    static let voidOutput = ProcedureFlags(rawValue: 1 << 5)
 }

@@ -21,7 +21,8 @@ open class ResultProcedure<Output: Sendable>: ProcedureOperation, @unchecked Sen
     /// instructions; `Any` is not generic. Boxed (see `ProcedureOutput`): an `Any?` field is
     /// copied and destroyed through value witnesses even when empty, in every procedure's finish
     /// and deinit, while a reference is one word; a `Void` output needs no box at all (see
-    /// `ProcedureOutputSlot`).
+    /// `ProcedureOutputSlot`), and the usual one is a flag instead (`ProcedureFlags.voidOutput`:
+    /// the quick finish then overwrites nothing). Read through `outputLocked`.
     @exclusivity(unchecked) private var _output = ProcedureOutputSlot.none
 
     /// Creates a procedure. Subclasses override ``ConcurrentOperation/execute()`` and finish with
@@ -63,7 +64,10 @@ open class ResultProcedure<Output: Sendable>: ProcedureOperation, @unchecked Sen
     /// ``ProcedureOperation/finish(with:)`` or without a value, or cancelled before executing).
     /// Set in the same step as the finish counts, before will-finish observers run. Readable from
     /// any thread.
-    public var output: Output? { lock.withLock { _output }.value(as: Output.self) }
+    public var output: Output? { lock.withLock { outputLocked }.value(as: Output.self) }
+
+    /// Under `lock`: the output's slot (see `ProcedureFlags.voidOutput`).
+    private var outputLocked: ProcedureOutputSlot { flags.contains(.voidOutput) ? .void : _output }
 
     /// The outcome: `.failure` with the first of ``ProcedureOperation/errors`` as soon as there is
     /// one (an error given to ``ProcedureOperation/cancel(with:)`` counts at once, and wins over a
@@ -73,7 +77,7 @@ open class ResultProcedure<Output: Sendable>: ProcedureOperation, @unchecked Sen
     public var result: Result<Output, any Error>? {
         lock.withLock {
             if let error = _errors.first { return .failure(error) }
-            return _output.value(as: Output.self).map { .success($0) }
+            return outputLocked.value(as: Output.self).map { .success($0) }
         }
     }
 
@@ -121,10 +125,10 @@ open class ResultProcedure<Output: Sendable>: ProcedureOperation, @unchecked Sen
         // (As in `finishAsLastStep(withValue:)`.)
         switch beginQuickFinishLocked() {
         case .plain?:
-            _output = .void
+            flags.insert(.voidOutput)
             finishPlainly(asLastStep: true)
         case .inStep?:
-            _output = .void
+            flags.insert(.voidOutput)
             finishQuicklyInStep()
         case nil:
             finishAsLastStepCollecting(.void)
