@@ -52,7 +52,7 @@ extension ProcedureOperation {
                 lock.unlock()
                 return false
             }
-            if let error { _errors.append(error) }
+            if let error { appendErrorsLocked([error]) }
             let baseCancelled = cancelLocked()
             let queue = self.queue
             lock.unlock()
@@ -73,7 +73,7 @@ extension ProcedureOperation {
             let action = procedureLifecycle.cancel()
             guard action != .none else { return (action, nil, [], false, false, nil, false) }
             signal = takeTakenSignalLocked()
-            if let error { _errors.append(error) }
+            if let error { appendErrorsLocked([error]) }
             // The cancelled flag, the state change and did cancel, in one step: no observer sees
             // did cancel before `isCancelled`, and no later event overtakes it.
             let baseCancelled = cancelLocked()

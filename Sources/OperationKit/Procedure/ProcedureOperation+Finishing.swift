@@ -82,7 +82,7 @@ extension ProcedureOperation {
         func takeLocked() -> Taken {
             switch procedureLifecycle.finish() {
             case .finish:
-                if !errors.isEmpty { _errors.append(contentsOf: errors) }
+                appendErrorsLocked(errors)
                 record()
                 if produceProgress.finishRequested() { return .deferred }
                 // (Read through the unretained reference: no retain and release for the usual
@@ -110,7 +110,7 @@ extension ProcedureOperation {
                 // without executing (Procedures.md, "Finishing and cancelling").
                 if procedureLifecycle.isCancelled && !flags.contains(.finishKeptBeforeExecuting) {
                     flags.insert(.finishKeptBeforeExecuting)
-                    if !errors.isEmpty { _errors.append(contentsOf: errors) }
+                    appendErrorsLocked(errors)
                     return .kept
                 }
                 noteDiagnosticLocked("finish ignored: not executing, state \(procedureLifecycle.state)")
@@ -416,10 +416,10 @@ extension ProcedureOperation {
         if direct.tellHooksAndObservers {
             // Finished: the errors no longer change (every write to them checks the state first).
             // None, the usual case: the shared empty array, borrowed (no retain and release).
-            if _errors.isEmpty {
-                tellDidFinish(noErrors, hasObservers: direct.hasObservers)
+            if let errors = errorList {
+                tellDidFinish(errors, hasObservers: direct.hasObservers)
             } else {
-                tellDidFinish(_errors, hasObservers: direct.hasObservers)
+                tellDidFinish(noErrors, hasObservers: direct.hasObservers)
             }
         }
         let mailboxes = takingMailboxes && direct.hasObservers ? eventMailboxes() : []

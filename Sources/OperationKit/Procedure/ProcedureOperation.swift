@@ -47,7 +47,9 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     // class lays its fields out in declaration order, and a pending procedure's size matters: see
     // Benchmarks): the word-aligned ones first, then each 9-byte enum followed by small fields
     // that fill its word, then the 4-byte-aligned ones — 104 bytes after the operation's.
-    @exclusivity(unchecked) var _errors: [any Error] = []
+    /// The errors (see ``errors``), `nil` while there are none (most procedures: no empty array to
+    /// let go of). Read as `_errors`; appended to with `appendErrorsLocked`.
+    @exclusivity(unchecked) var errorList: [any Error]?
     /// `nil` until there is one (most procedures have none: no empty array to let go of).
     @exclusivity(unchecked) var _diagnostics: [String]?
     /// The conditions: the first in one word (most procedures have at most one, a
@@ -198,6 +200,16 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
         if !observers.isEmpty { attachObserversAtInit(observers) }
     }
 
+    /// Under `lock`: the errors collected (see ``errors``).
+    @inline(__always)
+    final var _errors: [any Error] { errorList ?? [] }
+
+    /// Under `lock`: records `errors` after those collected.
+    final func appendErrorsLocked(_ errors: [any Error]) {
+        guard !errors.isEmpty else { return }
+        if errorList == nil { errorList = errors } else { errorList!.append(contentsOf: errors) }
+    }
+
     // MARK: Hooks of the queue (see ConcurrentOperation)
 
     override func didClaim() -> Bool {
@@ -274,7 +286,7 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
 
     /// Whether the procedure collected any error (see ``errors``). A procedure cancelled without
     /// an error has not failed.
-    public var isFailed: Bool { lock.withLock { !_errors.isEmpty } }
+    public var isFailed: Bool { lock.withLock { errorList != nil } }
 
     /// Notes about finish calls that changed nothing — a second finish, or a finish before the
     /// procedure executed — for debugging.
