@@ -325,36 +325,94 @@ enum InitialAttachments {
         guard conditionCount <= 1, observerCount <= 1 else { return (.none, 0, 0, .none, 0, [], false) }
         var condition = FirstCondition.none
         if conditionCount == 1 {
-            guard let closure = plainClosure(conditions[0]) else { return (.none, 0, 0, .none, 0, [], false) }
+            guard let closure = firstClosureCondition(conditions), !closure.waitsForDependencies else {
+                return (.none, 0, 0, .none, 0, [], false)
+            }
             condition = .closure(closure)
         }
         // (No observer: then there is the one condition.)
         guard observerCount == 1 else { return (condition, 1, ConditionKinds.any, .none, 0, [], true) }
-        guard let (observer, events) = plainObserver(observers[0]) else { return (.none, 0, 0, .none, 0, [], false) }
+        let plain: (FirstObserver, ProcedureEventKinds)?
+        if let closure = firstClosureObserver(observers) {
+            let wanted = closure.observedEvents
+            // (No event queue: a ClosureObserver has the default, none.)
+            plain = wanted.contains(.didAttach) ? nil : (.closure(closure), wanted)
+        } else {
+            plain = plainOtherObserver(observers[0])
+        }
+        guard let (observer, events) = plain else { return (.none, 0, 0, .none, 0, [], false) }
         return (condition, Int32(conditionCount), conditionCount == 1 ? ConditionKinds.any : 0, observer, 1, events, true)
     }
 
-    /// The condition if it is a ``ClosureCondition`` without dependencies (opened: a type
-    /// comparison, no dynamic cast).
-    private static func plainClosure<Condition: OperationCondition>(_ condition: Condition) -> ClosureCondition? {
-        guard Condition.self == ClosureCondition.self else { return nil }
-        let closure = unsafeBitCast(condition, to: ClosureCondition.self)
-        return closure.waitsForDependencies ? nil : closure
+    // The usual attachments, a ClosureCondition and a ClosureObserver, are recognised in the
+    // array without opening its element: an existential of a protocol that is not class-bound is
+    // three words of value buffer, then its type's metadata, then a witness table (Swift's ABI,
+    // docs/ABI/TypeLayout.rst), and a value of one word that is bitwise takable — these two
+    // structs, one reference each — lies inline at the start of the buffer. So one comparison
+    // of a word with the type's metadata, and a load, instead of projecting the value and calling
+    // a generic function with its metadata and witness table (about 25 instructions per
+    // attachment; see Architecture.md). Any other type, or a layout other than this one (checked
+    // below, and against the opened value in debug builds), goes the opened way.
+
+    /// The first element of `conditions` if it is a ``ClosureCondition``, retained.
+    @inline(__always)
+    private static func firstClosureCondition(_ conditions: borrowing [any OperationCondition]) -> ClosureCondition? {
+        let found = conditions.withUnsafeBufferPointer { buffer -> ClosureCondition? in
+            guard holdsInline(ClosureCondition.self, in: (any OperationCondition).self),
+                let container = buffer.baseAddress.map(UnsafeRawPointer.init),
+                container.load(fromByteOffset: metadataOffset, as: UnsafeRawPointer.self) == metadata(of: ClosureCondition.self)
+            else { return nil }
+            return container.load(as: ClosureCondition.self)
+        }
+        assert(isClosureCondition(conditions[0]) == (found != nil), "an existential's layout was not the one expected")
+        return found
     }
 
-    /// The observer's slot and events, if it has no event queue and does not want did attach.
-    private static func plainObserver<Observer: OperationObserver>(
-        _ observer: Observer
-    ) -> (FirstObserver, ProcedureEventKinds)? {
-        guard Observer.self == ClosureObserver.self else { return plainOtherObserver(observer) }
-        // (No event queue: a ClosureObserver has the default, none.)
-        let closure = unsafeBitCast(observer, to: ClosureObserver.self)
-        let wanted = closure.observedEvents
-        return wanted.contains(.didAttach) ? nil : (.closure(closure), wanted)
+    /// The first element of `observers` if it is a ``ClosureObserver``, retained.
+    @inline(__always)
+    private static func firstClosureObserver(_ observers: borrowing [any OperationObserver]) -> ClosureObserver? {
+        let found = observers.withUnsafeBufferPointer { buffer -> ClosureObserver? in
+            guard holdsInline(ClosureObserver.self, in: (any OperationObserver).self),
+                let container = buffer.baseAddress.map(UnsafeRawPointer.init),
+                container.load(fromByteOffset: metadataOffset, as: UnsafeRawPointer.self) == metadata(of: ClosureObserver.self)
+            else { return nil }
+            return container.load(as: ClosureObserver.self)
+        }
+        assert(isClosureObserver(observers[0]) == (found != nil), "an existential's layout was not the one expected")
+        return found
     }
 
-    /// ``plainObserver(_:)`` for an observer of another type. (Out of line: the usual
-    /// ``ClosureObserver`` is looked at without its frame.)
+    /// Where an existential of a protocol that is not class-bound keeps its type's metadata.
+    private static var metadataOffset: Int { 3 * MemoryLayout<UnsafeRawPointer>.stride }
+
+    /// Whether an `Existential` holds a `Value` inline at its start, its metadata at
+    /// `metadataOffset`: a container of three words and a witness table, and a value of one word.
+    /// (Folded to a constant: the sizes are known when compiling.)
+    @inline(__always)
+    private static func holdsInline<Value, Existential>(_ value: Value.Type, in existential: Existential.Type) -> Bool {
+        MemoryLayout<Existential>.size == metadataOffset + 2 * MemoryLayout<UnsafeRawPointer>.stride
+            && MemoryLayout<Value>.size == MemoryLayout<UnsafeRawPointer>.size
+            && MemoryLayout<Value>.alignment == MemoryLayout<UnsafeRawPointer>.alignment
+    }
+
+    /// The type's metadata, as the word an existential holds.
+    @inline(__always)
+    private static func metadata(of type: Any.Type) -> UnsafeRawPointer {
+        unsafeBitCast(type, to: UnsafeRawPointer.self)
+    }
+
+    /// (For the debug check: the opened way.)
+    private static func isClosureCondition<Condition: OperationCondition>(_ condition: Condition) -> Bool {
+        Condition.self == ClosureCondition.self
+    }
+
+    /// (For the debug check: the opened way.)
+    private static func isClosureObserver<Observer: OperationObserver>(_ observer: Observer) -> Bool {
+        Observer.self == ClosureObserver.self
+    }
+
+    /// The slot and events of an observer of another type than ``ClosureObserver`` (opened: its
+    /// `observedEvents` and `eventQueue`), if it has no event queue and does not want did attach.
     @inline(never)
     private static func plainOtherObserver<Observer: OperationObserver>(
         _ observer: Observer
