@@ -325,7 +325,8 @@ enum InitialAttachments {
         guard conditionCount <= 1, observerCount <= 1 else { return (.none, 0, 0, .none, 0, [], false) }
         var condition = FirstCondition.none
         if conditionCount == 1 {
-            guard let closure = firstClosureCondition(conditions), !closure.waitsForDependencies else {
+            let closure = first(conditions, ifItIs: ClosureCondition.self, isValue: { isClosureCondition($0) })
+            guard let closure, !closure.waitsForDependencies else {
                 return (.none, 0, 0, .none, 0, [], false)
             }
             condition = .closure(closure)
@@ -333,7 +334,7 @@ enum InitialAttachments {
         // (No observer: then there is the one condition.)
         guard observerCount == 1 else { return (condition, 1, ConditionKinds.any, .none, 0, [], true) }
         let plain: (FirstObserver, ProcedureEventKinds)?
-        if let closure = firstClosureObserver(observers) {
+        if let closure = first(observers, ifItIs: ClosureObserver.self, isValue: { isClosureObserver($0) }) {
             let wanted = closure.observedEvents
             // (No event queue: a ClosureObserver has the default, none.)
             plain = wanted.contains(.didAttach) ? nil : (.closure(closure), wanted)
@@ -354,31 +355,20 @@ enum InitialAttachments {
     // attachment; see Architecture.md). Any other type, or a layout other than this one (checked
     // below, and against the opened value in debug builds), goes the opened way.
 
-    /// The first element of `conditions` if it is a ``ClosureCondition``, retained.
+    /// The first element of `elements` if it is a `Value` (``ClosureCondition`` or
+    /// ``ClosureObserver``), retained. `isValue` is the opened way, for the debug check.
     @inline(__always)
-    private static func firstClosureCondition(_ conditions: borrowing [any OperationCondition]) -> ClosureCondition? {
-        let found = conditions.withUnsafeBufferPointer { buffer -> ClosureCondition? in
-            guard holdsInline(ClosureCondition.self, in: (any OperationCondition).self),
+    private static func first<Value, Existential>(
+        _ elements: borrowing [Existential], ifItIs type: Value.Type, isValue: (Existential) -> Bool
+    ) -> Value? {
+        let found = elements.withUnsafeBufferPointer { buffer -> Value? in
+            guard holdsInline(Value.self, in: Existential.self),
                 let container = buffer.baseAddress.map(UnsafeRawPointer.init),
-                container.load(fromByteOffset: metadataOffset, as: UnsafeRawPointer.self) == metadata(of: ClosureCondition.self)
+                container.load(fromByteOffset: metadataOffset, as: UnsafeRawPointer.self) == metadata(of: Value.self)
             else { return nil }
-            return container.load(as: ClosureCondition.self)
+            return container.load(as: Value.self)
         }
-        assert(isClosureCondition(conditions[0]) == (found != nil), "an existential's layout was not the one expected")
-        return found
-    }
-
-    /// The first element of `observers` if it is a ``ClosureObserver``, retained.
-    @inline(__always)
-    private static func firstClosureObserver(_ observers: borrowing [any OperationObserver]) -> ClosureObserver? {
-        let found = observers.withUnsafeBufferPointer { buffer -> ClosureObserver? in
-            guard holdsInline(ClosureObserver.self, in: (any OperationObserver).self),
-                let container = buffer.baseAddress.map(UnsafeRawPointer.init),
-                container.load(fromByteOffset: metadataOffset, as: UnsafeRawPointer.self) == metadata(of: ClosureObserver.self)
-            else { return nil }
-            return container.load(as: ClosureObserver.self)
-        }
-        assert(isClosureObserver(observers[0]) == (found != nil), "an existential's layout was not the one expected")
+        assert(isValue(elements[0]) == (found != nil), "an existential's layout was not the one expected")
         return found
     }
 

@@ -311,13 +311,7 @@ extension ProcedureMergedStepsTests {
     @Test("a cancel racing the worker that takes a procedure with a condition: the condition is asked at most once, before any work, and it finishes once")
     func cancelRacingConditions() async throws {
         let queue = try ConcurrentOperationQueue(name: "merged-cancel-race", maxConcurrentOperationCount: 4)
-        var failures: [String] = []
-        for iteration in 0..<500 {
-            if let failure = Self.raceCancelAgainstConditions(queue: queue, iteration: iteration) {
-                failures.append("iteration \(iteration): \(failure)")
-                if failures.count >= 5 { break }
-            }
-        }
+        let failures = Self.failures(of: 500) { Self.raceCancelAgainstConditions(queue: queue, iteration: $0) }
         #expect(failures.isEmpty, "\(failures)")
         #expect(await queue.empties())
     }
@@ -397,16 +391,23 @@ extension ProcedureMergedStepsTests {
         return nil
     }
 
-    @Test("a procedure without conditions: a condition added while a worker takes it is evaluated before the work, or refused")
-    func conditionRacingTheStartWithoutConditions() async throws {
-        let queue = try ConcurrentOperationQueue(name: "merged-race", maxConcurrentOperationCount: 4)
+    /// Runs `iteration` for 0..<count and returns the failures it reported, each with its
+    /// iteration, stopping at the fifth.
+    private static func failures(of count: Int, _ iteration: (Int) -> String?) -> [String] {
         var failures: [String] = []
-        for iteration in 0..<500 {
-            if let failure = Self.raceConditionAgainstStart(queue: queue, iteration: iteration) {
-                failures.append("iteration \(iteration): \(failure)")
+        for index in 0..<count {
+            if let failure = iteration(index) {
+                failures.append("iteration \(index): \(failure)")
                 if failures.count >= 5 { break }
             }
         }
+        return failures
+    }
+
+    @Test("a procedure without conditions: a condition added while a worker takes it is evaluated before the work, or refused")
+    func conditionRacingTheStartWithoutConditions() async throws {
+        let queue = try ConcurrentOperationQueue(name: "merged-race", maxConcurrentOperationCount: 4)
+        let failures = Self.failures(of: 500) { Self.raceConditionAgainstStart(queue: queue, iteration: $0) }
         #expect(failures.isEmpty, "\(failures)")
         #expect(await queue.empties())
     }
