@@ -120,6 +120,9 @@ if let flag = arguments.firstIndex(of: "--peak-rss") {
     }
     runPeakChild(mode, count: sizes.independent)
 }
+if let flag = arguments.firstIndex(of: "--probe") {
+    runInstructionProbe(Array(arguments[(flag + 1)...]))
+}
 let onlyStateMachine = arguments.contains("--state-machine")
 let onlyWorkflow = arguments.contains("--workflow")
 let onlyAsync = arguments.contains("--async")
@@ -129,7 +132,7 @@ let onlyMemory = arguments.contains("--memory")
 let onlyLayers = arguments.contains("--layers")
 let knownArguments: Set<String> = ["--quick", "--state-machine", "--workflow", "--async", "--independent", "--instrument", "--memory", "--layers"]
 for argument in arguments where !knownArguments.contains(argument) {
-    fail("unknown argument \(argument); usage: OperationKitBenchmarks [--quick] [--state-machine] [--workflow] [--async] [--independent] [--instrument] [--memory] [--layers] [--peak-rss MODE]")
+    fail("unknown argument \(argument); usage: OperationKitBenchmarks [--quick] [--state-machine] [--workflow] [--async] [--independent] [--instrument] [--memory] [--layers] [--peak-rss MODE] [--probe CONTENDER SCENARIO COUNT]")
 }
 
 let wallClock = ContinuousClock.now

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Instructions per operation under callgrind, for the benchmark's scenarios (see InstructionProbe.swift).
+#
+#   bash Benchmarks/callgrind.sh CONTENDER SCENARIO [COUNT]     e.g. bash Benchmarks/callgrind.sh ok s1 20000
+#
+# Runs the release benchmark binary twice under callgrind, with COUNT and 2 x COUNT operations (for s4,
+# layers of 100), and prints (instructions(2 x COUNT) - instructions(COUNT)) / COUNT: start-up and one-time
+# costs cancel. Build first: swift build -c release --package-path Benchmarks. Set PROBE_BINARY to measure
+# another build (another tree's Benchmarks/.build/release/OperationKitBenchmarks).
+set -euo pipefail
+contender=$1
+scenario=$2
+count=${3:-20000}
+binary=${PROBE_BINARY:-"$(dirname "$0")/.build/release/OperationKitBenchmarks"}
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+total() {
+    valgrind --tool=callgrind --callgrind-out-file="$out/$1.out" "$binary" --probe "$contender" "$scenario" "$1" \
+        > /dev/null 2> "$out/$1.log" || { cat "$out/$1.log" >&2; exit 1; }
+    grep -m1 -E '^(summary|totals):' "$out/$1.out" | awk '{ print $2 }'
+}
+small=$(total "$count")
+large=$(total $((2 * count)))
+per=$(( (large - small) / count ))
+if [ "$scenario" = s4 ]; then
+    echo "$contender $scenario: $per instructions per layer of 100 (10,000 edges), $((per / 10000)) per edge"
+else
+    echo "$contender $scenario: $per instructions per operation"
+fi
