@@ -19,17 +19,7 @@ func runInstructionProbe(_ arguments: [String]) -> Never {
     guard arguments.count == 3, let count = Int(arguments[2]), count > 1 else {
         fail(usage)
     }
-    let scenario: Scenario
-    switch arguments[1] {
-    case "s1": scenario = .independent
-    case "s1one": scenario = .independentOneByOne
-    case "s2": scenario = .chain
-    case "s3": scenario = .fanIn
-    case "s4": scenario = .layers
-    case "s5": scenario = .cancelled
-    case "s5one": scenario = .cancelledOneByOne
-    default: fail(usage)
-    }
+    guard let scenario = probeScenario(arguments[1]) else { fail(usage) }
     switch arguments[0] {
     case "ok": probe(scenario, on: OperationKitContender.self, count: count)
     case "procedure": probe(scenario, on: ProcedureContender.self, count: count)
@@ -55,5 +45,66 @@ private func probe<C: Contender>(_ scenario: Scenario, on contender: C.Type, cou
     case .layers: _ = runLayers(C.self, layers: count, width: 100)
     case .cancelled: _ = runCancelled(C.self, count: count)
     case .cancelledOneByOne: _ = runCancelled(C.self, count: count, oneByOne: true)
+    }
+}
+
+// `[--quick] --pair CONTENDER CONTENDER SCENARIO RUNS`: two contenders on one scenario, taking turns
+// run by run after one warm-up each; prints both medians and their ratio (second / first). For a quick
+// check of one ratio of the table without running the whole benchmark.
+
+/// Runs the pair the arguments ask for, or stops the process with the usage.
+func runPair(_ arguments: [String], sizes: Sizes) -> Never {
+    let usage = "usage: OperationKitBenchmarks --pair CONTENDER CONTENDER s1|s1one|s2|s3|s4|s5|s5one RUNS "
+        + "(contenders: ok|procedure|bare|async|workflow|dispatch|minimal)"
+    guard arguments.count == 4, let runs = Int(arguments[3]), runs > 0,
+        let scenario = probeScenario(arguments[2])
+    else {
+        fail(usage)
+    }
+    guard let first = probeRunner(arguments[0], scenario, sizes),
+        let second = probeRunner(arguments[1], scenario, sizes)
+    else {
+        fail(usage)
+    }
+    _ = first()
+    _ = second()
+    var firstTimes: [Double] = []
+    var secondTimes: [Double] = []
+    for _ in 0..<runs {
+        firstTimes.append(first())
+        secondTimes.append(second())
+    }
+    let plan = Plan(warmUp: true, runs: runs)
+    let firstMedian = summarize(arguments[0], firstTimes, plan: plan)
+    let secondMedian = summarize(arguments[1], secondTimes, plan: plan)
+    report("\(scenario.title(sizes)): \(arguments[1]) / \(arguments[0]) = \(format(secondMedian / firstMedian))")
+    exit(0)
+}
+
+private func probeScenario(_ name: String) -> Scenario? {
+    switch name {
+    case "s1": return .independent
+    case "s1one": return .independentOneByOne
+    case "s2": return .chain
+    case "s3": return .fanIn
+    case "s4": return .layers
+    case "s5": return .cancelled
+    case "s5one": return .cancelledOneByOne
+    default: return nil
+    }
+}
+
+private func probeRunner(_ name: String, _ scenario: Scenario, _ sizes: Sizes) -> (() -> Double)? {
+    switch name {
+    case "ok": return { scenario.run(on: OperationKitContender.self, sizes: sizes) }
+    case "procedure": return { scenario.run(on: ProcedureContender.self, sizes: sizes) }
+    case "bare": return { scenario.run(on: BareProcedureContender.self, sizes: sizes) }
+    case "async": return { scenario.run(on: AsyncOperationContender.self, sizes: sizes) }
+    case "workflow": return { scenario.run(on: WorkflowContender.self, sizes: sizes) }
+    case "dispatch": return { scenario.run(on: DispatchContender.self, sizes: sizes) }
+    case "minimal":
+        if scenario.needsCancellation { return nil }
+        return { scenario.run(on: MinimalContender.self, sizes: sizes) }
+    default: return nil
     }
 }

@@ -11,6 +11,8 @@
 //   OperationKitBenchmarks --instrument [--quick]                                    only the instrument cost (S1, S2)
 //   OperationKitBenchmarks --memory [--quick]                                        only the memory section
 //   OperationKitBenchmarks --layers [--quick]                                        only S4 with layers (against task groups)
+//   OperationKitBenchmarks --probe CONTENDER SCENARIO COUNT                          one untimed run, for callgrind (callgrind.sh)
+//   OperationKitBenchmarks [--quick] --pair CONTENDER CONTENDER SCENARIO RUNS         two contenders, one scenario, their ratio
 //
 // Every run is checked (bodies executed, dependency order, states reached); any wrong result exits with status 1.
 
@@ -123,6 +125,9 @@ if let flag = arguments.firstIndex(of: "--peak-rss") {
 if let flag = arguments.firstIndex(of: "--probe") {
     runInstructionProbe(Array(arguments[(flag + 1)...]))
 }
+if let flag = arguments.firstIndex(of: "--pair") {
+    runPair(Array(arguments[(flag + 1)...]), sizes: sizes)
+}
 let onlyStateMachine = arguments.contains("--state-machine")
 let onlyWorkflow = arguments.contains("--workflow")
 let onlyAsync = arguments.contains("--async")
@@ -132,7 +137,7 @@ let onlyMemory = arguments.contains("--memory")
 let onlyLayers = arguments.contains("--layers")
 let knownArguments: Set<String> = ["--quick", "--state-machine", "--workflow", "--async", "--independent", "--instrument", "--memory", "--layers"]
 for argument in arguments where !knownArguments.contains(argument) {
-    fail("unknown argument \(argument); usage: OperationKitBenchmarks [--quick] [--state-machine] [--workflow] [--async] [--independent] [--instrument] [--memory] [--layers] [--peak-rss MODE] [--probe CONTENDER SCENARIO COUNT]")
+    fail("unknown argument \(argument); usage: OperationKitBenchmarks [--quick] [--state-machine] [--workflow] [--async] [--independent] [--instrument] [--memory] [--layers] [--peak-rss MODE] [--probe CONTENDER SCENARIO COUNT] [--pair CONTENDER CONTENDER SCENARIO RUNS]")
 }
 
 let wallClock = ContinuousClock.now
