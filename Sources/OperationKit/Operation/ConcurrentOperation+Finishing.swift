@@ -79,9 +79,13 @@ extension ConcurrentOperation {
         guard case .finalize = lifecycle.finish() else { return nil }
         lifecycle.finalized()
         willBecomeFinishedLocked()
+        // The completion block and the dependencies are moved out (`swap`), not copied and then
+        // cleared: a copy is a retain and the clearing a release, even of an empty value.
         var taken = Finished(
-            completion: _completionBlock, queue: queueReference, dependencies: _dependencies,
+            completion: nil, queue: queueReference, dependencies: OperationList(),
             wasCancelled: lifecycle.isCancelled)
+        swap(&taken.completion, &_completionBlock)
+        swap(&taken.dependencies, &_dependencies)
         // An atomic load (no lock): the instrument, and then the errors of the outcome.
         if let queue = queueReference {
             taken.instrument = queue._withUnsafeGuaranteedRef { $0.instrumentSlot.current }
@@ -89,9 +93,7 @@ extension ConcurrentOperation {
             taken.instrument = OperationInstrumentation.defaultSlot.current
         }
         if taken.instrument != nil { taken.errors = instrumentErrorsLocked() }
-        _completionBlock = nil
         queueReference = nil
-        _dependencies = OperationList()
         processedDependencyCount = 0
         return taken
     }

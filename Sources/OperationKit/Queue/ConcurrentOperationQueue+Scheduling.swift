@@ -93,24 +93,48 @@ extension ConcurrentOperationQueue {
     ) {
         let (spawn, released) = lock.withLock { () -> (Int, Unmanaged<ConcurrentOperation>?) in
             let wasEmpty = count == 0
-            for (operation, priority) in operations {
-                operation.queuedPriority = priority
-                let entry = Unmanaged.passRetained(operation)
-                operation.queueNext = nil
-                operation.queuePrevious = last
-                if let last { last._withUnsafeGuaranteedRef { $0.queueNext = entry } } else { first = entry }
-                last = entry
-                count += 1
-                let value = operation.readiness.bitwiseAnd(~Readiness.enqueuing, ordering: .acquiringAndReleasing)
-                if Readiness.isRunnable(value.newValue) { ready.push(operation) }
-            }
-            // The queue keeps itself alive while it holds operations (none of these can finish
-            // before the lock is let go).
-            if wasEmpty && count > 0 { _ = Unmanaged.passUnretained(self).retain() }
-            return (reserveWorkers(), takeFinishedLocked())
+            for (operation, priority) in operations { linkLocked(operation, priority: priority) }
+            return insertedLocked(wasEmpty: wasEmpty)
         }
         startWorkers(spawn)
         Self.release(finished: released)
+    }
+
+    /// ``insert(_:)`` for one operation (`addOperation(_:)`): the operation is lent, where a
+    /// one-element sequence of (operation, priority) pairs would retain it for the pair.
+    func insert(one operation: ConcurrentOperation, priority: ConcurrentOperation.QueuePriority) {
+        let (spawn, released) = lock.withLock { () -> (Int, Unmanaged<ConcurrentOperation>?) in
+            let wasEmpty = count == 0
+            linkLocked(operation, priority: priority)
+            return insertedLocked(wasEmpty: wasEmpty)
+        }
+        startWorkers(spawn)
+        Self.release(finished: released)
+    }
+
+    /// Under `lock`, in ``insert(_:)``: links one prepared operation and releases its
+    /// `enqueuing` flag (pushing it to the ready list if that made it runnable).
+    @inline(__always)
+    private func linkLocked(_ operation: ConcurrentOperation, priority: ConcurrentOperation.QueuePriority) {
+        operation.queuedPriority = priority
+        let entry = Unmanaged.passRetained(operation)
+        operation.queueNext = nil
+        operation.queuePrevious = last
+        if let last { last._withUnsafeGuaranteedRef { $0.queueNext = entry } } else { first = entry }
+        last = entry
+        count += 1
+        let value = operation.readiness.bitwiseAnd(~Readiness.enqueuing, ordering: .acquiringAndReleasing)
+        if Readiness.isRunnable(value.newValue) { ready.push(operation) }
+    }
+
+    /// Under `lock`, at the end of ``insert(_:)``: the workers to start and the finished
+    /// operations to release.
+    @inline(__always)
+    private func insertedLocked(wasEmpty: Bool) -> (Int, Unmanaged<ConcurrentOperation>?) {
+        // The queue keeps itself alive while it holds operations (none of these can finish
+        // before the lock is let go).
+        if wasEmpty && count > 0 { _ = Unmanaged.passUnretained(self).retain() }
+        return (reserveWorkers(), takeFinishedLocked())
     }
 
     /// Under `lock`: the finished operations the queue still retains (see `finished`), taken

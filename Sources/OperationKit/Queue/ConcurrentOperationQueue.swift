@@ -255,7 +255,7 @@ public final class ConcurrentOperationQueue {
         notifyDelegate(didAdd: operation)
         if let instrument = instrumentSlot.current { tellAdded(CollectionOfOne(operation), to: instrument) }
         if settingsToPassOn.load(ordering: .relaxed) { operation.adoptQueueSettings(of: self) }
-        insert(CollectionOfOne((operation, priority)))
+        insert(one: operation, priority: priority)
         if addsAlong { addOperationsAlong(with: operation) }
     }
 
