@@ -164,15 +164,15 @@ open class ResultProcedure<Output: Sendable>: ProcedureOperation, @unchecked Sen
 /// run, or once the procedure finished without running it.
 public final class ClosureProcedure<Output: Sendable>: ResultProcedure<Output>, @unchecked Sendable {
     // Set in init, read by `execute()` (which runs at most once), cleared when the procedure
-    // finishes. Two optional closures rather than an enum of them: a function value has the same
-    // layout for every `Output`, while an enum nested in this generic class is copied and
-    // destroyed through its type metadata (a few hundred instructions per procedure).
-    @exclusivity(unchecked) var synchronousBody: (@Sendable () throws -> Output)?
-    @exclusivity(unchecked) var asynchronousBody: (@Sendable (ClosureProcedure<Output>) -> Void)?
-    /// The body of a `ClosureProcedure<Void>`, stored as given: in `synchronousBody` a closure
-    /// returning `Void` is wrapped in a reabstraction thunk (an allocation per procedure, freed
-    /// on the worker that runs it).
+    // finishes.
+    /// The body of a `ClosureProcedure<Void>`, stored as given: in a `() throws -> Output` field
+    /// a closure returning `Void` is wrapped in a reabstraction thunk (an allocation per
+    /// procedure, freed on the worker that runs it).
     @exclusivity(unchecked) var voidBody: (@Sendable () throws -> Void)?
+    /// Any other body, in a box (see `OtherClosureBody`): one word in every procedure rather
+    /// than two closures' four (the usual procedure, `ClosureProcedure<Void>`, has none), for an
+    /// allocation in those that have one.
+    @exclusivity(unchecked) var otherBody: OtherClosureBody<Output>?
 
     /// A procedure that runs `body` and finishes with its value, or with the error it throws.
     ///
@@ -180,7 +180,7 @@ public final class ClosureProcedure<Output: Sendable>: ResultProcedure<Output>, 
     ///   - name: A name for logs and errors.
     ///   - body: The work, run on the thread that executes the procedure.
     public init(name: String? = nil, _ body: @escaping @Sendable () throws -> Output) {
-        synchronousBody = consume body  // (Moved in: no retain and release of its context.)
+        otherBody = OtherClosureBody(synchronous: body)
         super.init(name: name, hookEvents: [])  // overrides no hook
     }
 
@@ -193,7 +193,7 @@ public final class ClosureProcedure<Output: Sendable>: ResultProcedure<Output>, 
     ///     the procedure, including a cancellation (see ``ProcedureOperation/procedureDidCancel(with:)``
     ///     or a did-cancel observer).
     public init(name: String? = nil, asynchronous body: @escaping @Sendable (ClosureProcedure<Output>) -> Void) {
-        asynchronousBody = consume body  // (Moved in: no retain and release of its context.)
+        otherBody = OtherClosureBody(asynchronous: body)
         super.init(name: name, hookEvents: [])  // overrides no hook
     }
 
@@ -222,7 +222,7 @@ public final class ClosureProcedure<Output: Sendable>: ResultProcedure<Output>, 
         name: String? = nil, conditions: borrowing [any OperationCondition] = [], observers: borrowing [any OperationObserver] = [],
         _ body: @escaping @Sendable () throws -> Output
     ) {
-        synchronousBody = consume body  // (Moved in: no retain and release of its context.)
+        otherBody = OtherClosureBody(synchronous: body)
         super.init(name: name, hookEvents: [], conditions: conditions, observers: observers)  // overrides no hook
     }
 
@@ -240,7 +240,7 @@ public final class ClosureProcedure<Output: Sendable>: ResultProcedure<Output>, 
         name: String? = nil, conditions: borrowing [any OperationCondition] = [], observers: borrowing [any OperationObserver] = [],
         asynchronous body: @escaping @Sendable (ClosureProcedure<Output>) -> Void
     ) {
-        asynchronousBody = consume body  // (Moved in: no retain and release of its context.)
+        otherBody = OtherClosureBody(asynchronous: body)
         super.init(name: name, hookEvents: [], conditions: conditions, observers: observers)  // overrides no hook
     }
 
@@ -289,25 +289,42 @@ public final class ClosureProcedure<Output: Sendable>: ResultProcedure<Output>, 
     /// runs without the generic `Output` value's stack space.)
     @inline(never)
     private func executeOtherBody() {
-        if let work = synchronousBody {
-            synchronousBody = nil
+        guard let work = otherBody else {
+            finish()
+            return
+        }
+        otherBody = nil
+        if let synchronous = work.synchronous {
             do {
-                finishAsLastStep(withValue: try work())
+                finishAsLastStep(withValue: try synchronous())
             } catch {
                 _ = finishCollecting([error], asLastStep: true)
             }
-        } else if let work = asynchronousBody {
-            asynchronousBody = nil
-            work(self)
-        } else {
-            finish()
+        } else if let asynchronous = work.asynchronous {
+            asynchronous(self)
         }
     }
 
     override func didFinishWithoutExecuting() {
-        synchronousBody = nil
-        asynchronousBody = nil
+        otherBody = nil
         voidBody = nil
+    }
+}
+
+/// A ``ClosureProcedure``'s body other than a `Void` one: a synchronous or an asynchronous
+/// closure. Immutable once made (the retry of a template shares it with its attempts).
+final class OtherClosureBody<Output: Sendable>: Sendable {
+    let synchronous: (@Sendable () throws -> Output)?
+    let asynchronous: (@Sendable (ClosureProcedure<Output>) -> Void)?
+
+    init(synchronous: @escaping @Sendable () throws -> Output) {
+        self.synchronous = synchronous
+        asynchronous = nil
+    }
+
+    init(asynchronous: @escaping @Sendable (ClosureProcedure<Output>) -> Void) {
+        synchronous = nil
+        self.asynchronous = asynchronous
     }
 }
 

@@ -50,9 +50,9 @@ extension ClosureProcedure {
         let name = self.name
         let attempts = retries >= Int.max - 1 ? Int.max : max(0, retries) + 1
         // Read once, here: the template is not running (see above).
-        let (synchronous, asynchronous, void) = (synchronousBody, asynchronousBody, voidBody)
+        let (other, void) = (otherBody, voidBody)
         let make: @Sendable (Int) -> ResultProcedure<Output>
-        if synchronous == nil && asynchronous == nil && void == nil {
+        if other == nil && void == nil {
             let error = OperationError(
                 .alreadyFinished, operations: [displayName], "retry(_:) needs a ClosureProcedure that has not run")
             make = { _ in ClosureProcedure(name: name) { () throws -> Output in throw error } }
@@ -60,8 +60,7 @@ extension ClosureProcedure {
             make = { _ in
                 // A new procedure (not shared yet) given the template's work.
                 let attempt = ClosureProcedure(name: name, asynchronous: { $0.finish() })
-                attempt.asynchronousBody = asynchronous
-                attempt.synchronousBody = synchronous
+                attempt.otherBody = other
                 attempt.voidBody = void
                 return attempt
             }
