@@ -150,7 +150,8 @@ extension ProcedureOperation {
 
     /// Under `lock`: records a note in ``diagnostics``.
     func noteDiagnosticLocked(_ note: String) {
-        if _diagnostics == nil { _diagnostics = [note] } else { _diagnostics!.append(note) }
+        let outcome = outcomeLocked
+        if outcome.diagnostics == nil { outcome.diagnostics = [note] } else { outcome.diagnostics!.append(note) }
     }
 
     /// How a finish from this module's own `execute()` can go without `finishCollecting`'s

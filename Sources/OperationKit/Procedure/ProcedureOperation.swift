@@ -47,11 +47,10 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     // class lays its fields out in declaration order, and a pending procedure's size matters: see
     // Benchmarks): the word-aligned ones first, then each 9-byte enum followed by small fields
     // that fill its word, then the 4-byte-aligned ones — 104 bytes after the operation's.
-    /// The errors (see ``errors``), `nil` while there are none (most procedures: no empty array to
-    /// let go of). Read as `_errors`; appended to with `appendErrorsLocked`.
-    @exclusivity(unchecked) var errorList: [any Error]?
-    /// `nil` until there is one (most procedures have none: no empty array to let go of).
-    @exclusivity(unchecked) var _diagnostics: [String]?
+    /// The errors, the diagnostics and a ``ResultProcedure``'s output (see `ProcedureOutcome`),
+    /// `nil` while there are none (most procedures: one word instead of three, nothing to let go
+    /// of).
+    @exclusivity(unchecked) var outcome: ProcedureOutcome?
     /// The conditions: the first in one word (most procedures have at most one, a
     /// ``ClosureCondition``: no array to allocate and free), the others in `conditionExtras`;
     /// `conditionTotal` counts them. Copied out under the lock to be called.
@@ -202,12 +201,25 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
 
     /// Under `lock`: the errors collected (see ``errors``).
     @inline(__always)
-    final var _errors: [any Error] { errorList ?? [] }
+    final var _errors: [any Error] { outcome?.errors ?? [] }
+
+    /// Under `lock`: the errors collected, `nil` while there are none.
+    @inline(__always)
+    final var errorList: [any Error]? { outcome?.errors }
+
+    /// Under `lock`: the outcome, made if there is none yet.
+    final var outcomeLocked: ProcedureOutcome {
+        if let outcome { return outcome }
+        let made = ProcedureOutcome()
+        outcome = made
+        return made
+    }
 
     /// Under `lock`: records `errors` after those collected.
     final func appendErrorsLocked(_ errors: [any Error]) {
         guard !errors.isEmpty else { return }
-        if errorList == nil { errorList = errors } else { errorList!.append(contentsOf: errors) }
+        let outcome = outcomeLocked
+        if outcome.errors == nil { outcome.errors = errors } else { outcome.errors!.append(contentsOf: errors) }
     }
 
     // MARK: Hooks of the queue (see ConcurrentOperation)
@@ -290,7 +302,7 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
 
     /// Notes about finish calls that changed nothing — a second finish, or a finish before the
     /// procedure executed — for debugging.
-    public var diagnostics: [String] { lock.withLock { _diagnostics } ?? [] }
+    public var diagnostics: [String] { lock.withLock { outcome?.diagnostics } ?? [] }
 
     /// Whether cancelling the procedure while it executes also finishes it at once (PSOperations'
     /// behaviour), instead of only telling it. `false` by default.

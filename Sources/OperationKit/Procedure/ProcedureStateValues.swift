@@ -317,8 +317,8 @@ struct ProcedureFlags: OptionSet, Hashable {
     /// for did finish — nothing to tell or let go of (a plain finish), or the quick finish took
     /// it in the same critical section, just before.
     static let finishTaken = ProcedureFlags(rawValue: 1 << 4)
-    /// A `ResultProcedure<Void>` finished with its value, `()`, by the quick finish of its own
-    /// `execute()` (see `ResultProcedure.finishAsLastStepWithVoid`): its output, set as a bit
-    /// rather than in `_output`, which the finish then need not overwrite.
+    /// A `ResultProcedure<Void>` finished with its value, `()`: its output, set as a bit rather
+    /// than in the `ProcedureOutcome` (which it then need not make), and which the quick finish
+    /// of its own `execute()` (see `ResultProcedure.finishAsLastStepWithVoid`) sets directly.
     static let voidOutput = ProcedureFlags(rawValue: 1 << 5)
 }

@@ -14,16 +14,16 @@
 /// (or a ``TransformProcedure``'s ``TransformProcedure/injectInput(from:)``): the compiler checks
 /// the types.
 open class ResultProcedure<Output: Sendable>: ProcedureOperation, @unchecked Sendable {
-    // protected by lock
-    /// The value, type-erased: unspecialised code touching an `Output?` field (every
-    /// `ClosureProcedure<T>.execute()` and deinit run unspecialised, from the queue) looks up
-    /// `Optional<Output>`'s metadata in the runtime's cache each time, a few hundred
-    /// instructions; `Any` is not generic. Boxed (see `ProcedureOutput`): an `Any?` field is
-    /// copied and destroyed through value witnesses even when empty, in every procedure's finish
-    /// and deinit, while a reference is one word; a `Void` output needs no box at all (see
-    /// `ProcedureOutputSlot`), and the usual one is a flag instead (`ProcedureFlags.voidOutput`:
-    /// the quick finish then overwrites nothing). Read through `outputLocked`.
-    @exclusivity(unchecked) private var _output = ProcedureOutputSlot.none
+    /// Under `lock`: the value, type-erased, kept in the procedure's `outcome` (see
+    /// `ProcedureOutcome.output`); `()` — the output of every `ClosureProcedure<Void>` — is a flag
+    /// instead (`ProcedureFlags.voidOutput`: setting it makes no outcome). Read through
+    /// `outputLocked`.
+    private var _output: ProcedureOutputSlot {
+        get { outcome?.output ?? .none }
+        set {
+            if case .void = newValue { flags.insert(.voidOutput) } else { outcomeLocked.output = newValue }
+        }
+    }
 
     /// Creates a procedure. Subclasses override ``ConcurrentOperation/execute()`` and finish with
     /// ``finish(withValue:)``.
@@ -467,8 +467,24 @@ struct InjectionCondition<Value: Sendable>: OperationCondition {
     }
 }
 
+/// What a procedure keeps about how it ended beyond its state — its errors, its diagnostics and
+/// a ``ResultProcedure``'s output other than `()` — in one object made when first needed (most
+/// procedures end without any of them: they pay one pointer instead of three words). Every
+/// field is protected by the procedure's `lock`. Kept once the procedure has finished (these are
+/// its public results).
+final class ProcedureOutcome: @unchecked Sendable {
+    /// The errors (see ``ProcedureOperation/errors``), `nil` while there are none. Read as
+    /// `_errors`; appended to with `appendErrorsLocked`.
+    var errors: [any Error]?
+    /// The diagnostics (see ``ProcedureOperation/diagnostics``), `nil` while there are none.
+    var diagnostics: [String]?
+    /// A ``ResultProcedure``'s output (never `.void`: see `ProcedureFlags.voidOutput`). Boxed
+    /// (see `ProcedureOutput`): an `Any` field is copied and destroyed through value witnesses.
+    var output = ProcedureOutputSlot.none
+}
+
 /// The value a ``ResultProcedure`` finished with, type-erased, in a box of its own (see
-/// `ResultProcedure._output`). Immutable once made.
+/// `ProcedureOutcome.output`). Immutable once made.
 final class ProcedureOutput: @unchecked Sendable {  // `value` is a `Sendable` output, never mutated
     let value: Any
 
