@@ -45,8 +45,9 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     // related facts is one value type whose cases leave out the impossible combinations (see
     // ProcedureStateValues.swift). They are declared in the order that packs them tightest (a
     // class lays its fields out in declaration order, and a pending procedure's size matters: see
-    // Benchmarks): the word-aligned ones first, then each 9-byte enum followed by small fields
-    // that fill its word, then the 4-byte-aligned ones — 104 bytes after the operation's.
+    // Benchmarks): the word-aligned ones first (the enums among them are one word each), then
+    // the one-byte ones, the 4-byte-aligned ones, and the one-byte atomics that fill the last
+    // word — 88 bytes after the operation's.
     /// The errors, the diagnostics and a ``ResultProcedure``'s output (see `ProcedureOutcome`),
     /// `nil` while there are none (most procedures: one word instead of three, nothing to let go
     /// of).
@@ -64,6 +65,8 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     @exclusivity(unchecked) var conditionExtras: ConditionExtras?
     /// Who delivers the events, and those waiting for delivery.
     @exclusivity(unchecked) var eventDelivery = EventDelivery.idle
+    /// See `performExecute`. Not under the lock: written in the start step, read by that thread.
+    @exclusivity(unchecked) var startedInBaseStep = StartSlot.none
     /// The evaluation of the conditions, while it runs (see `evaluateOne`, `drive`).
     @exclusivity(unchecked) var conditionProgress = ConditionProgress.none
     @exclusivity(unchecked) var procedureLifecycle = ProcedureLifecycle()
@@ -76,8 +79,12 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     @exclusivity(unchecked) var hookEvents: ProcedureEventKinds = .all
     /// The procedure's ``MutuallyExclusive`` categories: asked for (so a cancel may withdraw), held.
     @exclusivity(unchecked) var exclusivity = ExclusivityProgress.none
-    /// See `performExecute`. Not under the lock: written in the start step, read by that thread.
-    @exclusivity(unchecked) var startedInBaseStep: Start?
+    /// See `didComplete`. Not under the lock: written in the finish step, read by the same thread.
+    @exclusivity(unchecked) var finishedDirectly = DirectFinishSlot()
+    @exclusivity(unchecked) var conditionTotal: Int32 = 0
+    @exclusivity(unchecked) var observerTotal: Int32 = 0
+    /// `produce(_:)` calls adding their operation now; a finish meanwhile waits for them.
+    @exclusivity(unchecked) var produceProgress = ProduceProgress.none
     /// The kinds of condition added (``ConditionKinds`` bits). Written under the lock; read
     /// without it too (bits are only ever set): whether any condition was added — if not, the
     /// worker that takes the procedure need not look under the lock (see `prepareToRun`) — and
@@ -90,12 +97,6 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// Whether an observer with an event queue was added (see EventMailbox.swift). Written under
     /// the lock; read without it too (it only ever becomes `true`).
     let hasEventQueueObservers = Atomic<Bool>(false)
-    /// See `didComplete`. Not under the lock: written in the finish step, read by the same thread.
-    @exclusivity(unchecked) var finishedDirectly: DirectFinish?
-    /// `produce(_:)` calls adding their operation now; a finish meanwhile waits for them.
-    @exclusivity(unchecked) var produceProgress = ProduceProgress.none
-    @exclusivity(unchecked) var conditionTotal: Int32 = 0
-    @exclusivity(unchecked) var observerTotal: Int32 = 0
 
     /// Creates a procedure. Subclasses override ``ConcurrentOperation/execute()``.
     ///
@@ -427,7 +428,7 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// line: a quick finish, the usual one, does not come here.)
     @inline(never)
     private func takeDirectFinishInFinishStepLocked() {
-        finishedDirectly = takeDirectFinishLocked()
+        finishedDirectly = DirectFinishSlot(takeDirectFinishLocked())
     }
 
     /// The procedure's start, made in the base operation's start step (see
@@ -442,6 +443,59 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
         case refuse
         /// Adds made before the start are under way: wait on this, then start again.
         case waitForAdds(DispatchSemaphore)
+    }
+
+    /// A `Start?` as `startedInBaseStep` stores it: flattened into one enum, whose payloads are
+    /// all references — one word, where `Start?` is nine bytes (its disposition's observers are
+    /// an enum of their own, with no spare bits left for the outer tags).
+    enum StartSlot {
+        case none
+        case executeDeliveringToNone
+        case executeDeliveringToFirst
+        case executeDeliveringToList([any OperationObserver])
+        case executeWaiting(DispatchSemaphore)
+        case executeQueued
+        case executeSkipped
+        case finishWithoutExecuting
+        case refuse
+        case waitForAdds(DispatchSemaphore)
+
+        init(_ start: Start) {
+            switch start {
+            case .execute(.deliverNow(.none)): self = .executeDeliveringToNone
+            case .execute(.deliverNow(.first)): self = .executeDeliveringToFirst
+            case .execute(.deliverNow(.list(let observers))): self = .executeDeliveringToList(observers)
+            case .execute(.wait(let semaphore)): self = .executeWaiting(semaphore)
+            case .execute(.queued): self = .executeQueued
+            case .execute(.skipped): self = .executeSkipped
+            case .finishWithoutExecuting: self = .finishWithoutExecuting
+            case .refuse: self = .refuse
+            case .waitForAdds(let semaphore): self = .waitForAdds(semaphore)
+            }
+        }
+
+        var isNone: Bool {
+            if case .none = self { return true }
+            return false
+        }
+
+        /// The start stored, if any, leaving `.none`.
+        mutating func take() -> Start? {
+            let start: Start? = switch self {
+            case .none: nil
+            case .executeDeliveringToNone: .execute(willExecute: .deliverNow(.none))
+            case .executeDeliveringToFirst: .execute(willExecute: .deliverNow(.first))
+            case .executeDeliveringToList(let observers): .execute(willExecute: .deliverNow(.list(observers)))
+            case .executeWaiting(let semaphore): .execute(willExecute: .wait(semaphore))
+            case .executeQueued: .execute(willExecute: .queued)
+            case .executeSkipped: .execute(willExecute: .skipped)
+            case .finishWithoutExecuting: .finishWithoutExecuting
+            case .refuse: .refuse
+            case .waitForAdds(let semaphore): .waitForAdds(semaphore)
+            }
+            self = .none
+            return start
+        }
     }
 
     /// Under `lock`: the procedure starts in the same step as the base operation — the
@@ -468,13 +522,13 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
             }
             return
         }
-        startedInBaseStep = startLocked()
+        startedInBaseStep = StartSlot(startLocked())
     }
 
     override func performExecute() {
         // Made in the base operation's start step on this thread, which always comes first (only
         // this thread touches it until the procedure has executed).
-        guard case .some = startedInBaseStep else {
+        guard !startedInBaseStep.isNone else {
             // The usual start (see `Start`): as `.execute(willExecute: .skipped)` below.
             execute()
             // Usually told already, by a finish inside `execute()`: no call.

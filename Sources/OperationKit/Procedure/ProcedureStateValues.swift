@@ -124,14 +124,19 @@ enum EventDelivery {
 /// The evaluation of a procedure's conditions: none running; one condition (the usual case: its
 /// state lives here, no evaluation object) — the worker still starting it, with its answer if it
 /// came meanwhile, or started; several (or one behind a gate), driven by a
-/// ``ConditionEvaluation``; or decided. (The worker's "starting" is in the cases, not a flag: one
-/// word.)
+/// ``ConditionEvaluation``; or decided. (The worker's "starting" is in the cases, not a flag, and
+/// so is an answer that came while starting, rather than a `ConditionResult` payload: one word,
+/// not nine bytes.)
 enum ConditionProgress {
     case none
     /// The worker is starting the single condition; no answer yet.
     case oneStarting
-    /// The single condition answered while the worker was still starting it.
-    case oneAnsweredWhileStarting(ConditionResult)
+    /// The single condition answered `.satisfied` while the worker was still starting it.
+    case oneSatisfiedWhileStarting
+    /// The single condition answered `.ignored` while the worker was still starting it.
+    case oneIgnoredWhileStarting
+    /// The single condition answered `.failed` while the worker was still starting it.
+    case oneFailedWhileStarting(any Error)
     /// The worker has started the single condition; no answer yet.
     case oneStarted
     case several(ConditionEvaluation)
@@ -144,8 +149,18 @@ enum ConditionProgress {
         case .none, .oneStarting, .oneStarted, .decided:
             // (Usually `.none`. A case without a payload: overwritten without destroying it.)
             self = .oneStarting
-        case .oneAnsweredWhileStarting, .several:
+        case .oneSatisfiedWhileStarting, .oneIgnoredWhileStarting, .oneFailedWhileStarting, .several:
             self = .oneStarting
+        }
+    }
+
+    /// The answer that came while the worker was starting the single condition, if it came.
+    var answerWhileStarting: ConditionResult? {
+        switch self {
+        case .oneSatisfiedWhileStarting: .satisfied
+        case .oneIgnoredWhileStarting: .ignored
+        case .oneFailedWhileStarting(let error): .failed(error)
+        case .none, .oneStarting, .oneStarted, .several, .decided: nil
         }
     }
 
@@ -158,7 +173,8 @@ enum ConditionProgress {
         case .oneStarting:
             self = .oneStarted
             return nil
-        case .oneAnsweredWhileStarting(let decision):
+        case .oneSatisfiedWhileStarting, .oneIgnoredWhileStarting, .oneFailedWhileStarting:
+            let decision = answerWhileStarting
             self = .decided
             return decision
         case .none, .oneStarted, .several, .decided:
@@ -179,12 +195,16 @@ enum ConditionProgress {
     mutating func answeredOne(_ result: ConditionResult) -> Answer {
         switch self {
         case .oneStarting:
-            self = .oneAnsweredWhileStarting(result)
+            switch result {
+            case .satisfied: self = .oneSatisfiedWhileStarting
+            case .ignored: self = .oneIgnoredWhileStarting
+            case .failed(let error): self = .oneFailedWhileStarting(error)
+            }
             return .recorded
         case .oneStarted:
             self = .decided
             return .decide
-        case .none, .oneAnsweredWhileStarting, .several, .decided:
+        case .none, .oneSatisfiedWhileStarting, .oneIgnoredWhileStarting, .oneFailedWhileStarting, .several, .decided:
             return .ignored
         }
     }
