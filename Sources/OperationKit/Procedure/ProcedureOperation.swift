@@ -46,8 +46,8 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     // ProcedureStateValues.swift). They are declared in the order that packs them tightest (a
     // class lays its fields out in declaration order, and a pending procedure's size matters: see
     // Benchmarks): the word-aligned ones first (the enums among them are one word each), then
-    // the one-byte ones, the 4-byte-aligned ones, and the one-byte atomics that fill the last
-    // word — 88 bytes after the operation's.
+    // the one-byte ones, the 4-byte-aligned ones, and the one-byte ones that fill the last
+    // word — 80 bytes after the operation's.
     /// The errors, the diagnostics and a ``ResultProcedure``'s output (see `ProcedureOutcome`),
     /// `nil` while there are none (most procedures: one word instead of three, nothing to let go
     /// of).
@@ -65,8 +65,6 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     @exclusivity(unchecked) var conditionExtras: ConditionExtras?
     /// Who delivers the events, and those waiting for delivery.
     @exclusivity(unchecked) var eventDelivery = EventDelivery.idle
-    /// See `performExecute`. Not under the lock: written in the start step, read by that thread.
-    @exclusivity(unchecked) var startedInBaseStep = StartSlot.none
     /// The evaluation of the conditions, while it runs (see `evaluateOne`, `drive`).
     @exclusivity(unchecked) var conditionProgress = ConditionProgress.none
     @exclusivity(unchecked) var procedureLifecycle = ProcedureLifecycle()
@@ -85,6 +83,8 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     @exclusivity(unchecked) var observerTotal: Int32 = 0
     /// `produce(_:)` calls adding their operation now; a finish meanwhile waits for them.
     @exclusivity(unchecked) var produceProgress = ProduceProgress.none
+    /// See `performExecute`. Not under the lock: written in the start step, read by that thread.
+    @exclusivity(unchecked) var startedInBaseStep = StartSlot.none
     /// The kinds of condition added (``ConditionKinds`` bits). Written under the lock; read
     /// without it too (bits are only ever set): whether any condition was added — if not, the
     /// worker that takes the procedure need not look under the lock (see `prepareToRun`) — and
@@ -164,8 +164,9 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// Creates a procedure of a class of this module whose hooks need only `hookEvents` (see
     /// the field): set before the base initialiser, not after it (which costs a retain and a
     /// release of the new procedure).
-    init(name: String?, hookEvents: ProcedureEventKinds) {
+    init(name: String?, hookEvents: ProcedureEventKinds, outcome: ProcedureOutcome? = nil) {
         self.hookEvents = hookEvents
+        self.outcome = outcome
         firstCondition = .none
         firstObserver = .none
         conditionKinds = Atomic(0)
@@ -175,10 +176,11 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// ``init(name:hookEvents:)`` with conditions and observers (see
     /// ``init(name:conditions:observers:)``).
     init(
-        name: String?, hookEvents: ProcedureEventKinds, conditions: borrowing [any OperationCondition],
-        observers: borrowing [any OperationObserver]
+        name: String?, hookEvents: ProcedureEventKinds, outcome: ProcedureOutcome? = nil,
+        conditions: borrowing [any OperationCondition], observers: borrowing [any OperationObserver]
     ) {
         self.hookEvents = hookEvents
+        self.outcome = outcome
         // The usual case (see `InitialAttachments`) is stored before the base initialiser, like
         // `hookEvents`: after it, every call on the new procedure costs a retain and a release.
         let (condition, conditionTotal, kinds, observer, observerTotal, events, complete) =
@@ -445,56 +447,51 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
         case waitForAdds(DispatchSemaphore)
     }
 
-    /// A `Start?` as `startedInBaseStep` stores it: flattened into one enum, whose payloads are
-    /// all references — one word, where `Start?` is nine bytes (its disposition's observers are
-    /// an enum of their own, with no spare bits left for the outer tags).
-    enum StartSlot {
+    /// A `Start?` as `startedInBaseStep` stores it, in one byte: the starts without a payload
+    /// (all the usual ones) as cases of their own, any other parked in the procedure's
+    /// `ProcedureOutcome` (`parkedStart`) — a start that delivers will execute to several
+    /// observers, waits for another thread's delivery or for adds under way.
+    enum StartSlot: UInt8 {
         case none
         case executeDeliveringToNone
         case executeDeliveringToFirst
-        case executeDeliveringToList([any OperationObserver])
-        case executeWaiting(DispatchSemaphore)
         case executeQueued
         case executeSkipped
         case finishWithoutExecuting
         case refuse
-        case waitForAdds(DispatchSemaphore)
+        /// In `outcome.parkedStart`.
+        case parked
+    }
 
-        init(_ start: Start) {
-            switch start {
-            case .execute(.deliverNow(.none)): self = .executeDeliveringToNone
-            case .execute(.deliverNow(.first)): self = .executeDeliveringToFirst
-            case .execute(.deliverNow(.list(let observers))): self = .executeDeliveringToList(observers)
-            case .execute(.wait(let semaphore)): self = .executeWaiting(semaphore)
-            case .execute(.queued): self = .executeQueued
-            case .execute(.skipped): self = .executeSkipped
-            case .finishWithoutExecuting: self = .finishWithoutExecuting
-            case .refuse: self = .refuse
-            case .waitForAdds(let semaphore): self = .waitForAdds(semaphore)
-            }
+    /// Under `lock`: `start` as `startedInBaseStep` stores it (see `StartSlot`).
+    private func startSlotLocked(_ start: Start) -> StartSlot {
+        switch start {
+        case .execute(.deliverNow(.none)): return .executeDeliveringToNone
+        case .execute(.deliverNow(.first)): return .executeDeliveringToFirst
+        case .execute(.queued): return .executeQueued
+        case .execute(.skipped): return .executeSkipped
+        case .finishWithoutExecuting: return .finishWithoutExecuting
+        case .refuse: return .refuse
+        case .execute(.deliverNow(.list)), .execute(.wait), .waitForAdds:
+            outcomeLocked.parkedStart = start
+            return .parked
         }
+    }
 
-        var isNone: Bool {
-            if case .none = self { return true }
-            return false
-        }
-
-        /// The start stored, if any, leaving `.none`.
-        mutating func take() -> Start? {
-            let start: Start? = switch self {
-            case .none: nil
-            case .executeDeliveringToNone: .execute(willExecute: .deliverNow(.none))
-            case .executeDeliveringToFirst: .execute(willExecute: .deliverNow(.first))
-            case .executeDeliveringToList(let observers): .execute(willExecute: .deliverNow(.list(observers)))
-            case .executeWaiting(let semaphore): .execute(willExecute: .wait(semaphore))
-            case .executeQueued: .execute(willExecute: .queued)
-            case .executeSkipped: .execute(willExecute: .skipped)
-            case .finishWithoutExecuting: .finishWithoutExecuting
-            case .refuse: .refuse
-            case .waitForAdds(let semaphore): .waitForAdds(semaphore)
-            }
-            self = .none
-            return start
+    /// The start recorded in `startedInBaseStep`, if any, leaving none. (Only the thread that
+    /// made it takes it; a parked one is taken under the lock, as the outcome is shared.)
+    private func takeStartedInBaseStep() -> Start? {
+        let slot = startedInBaseStep
+        startedInBaseStep = .none
+        switch slot {
+        case .none: return nil
+        case .executeDeliveringToNone: return .execute(willExecute: .deliverNow(.none))
+        case .executeDeliveringToFirst: return .execute(willExecute: .deliverNow(.first))
+        case .executeQueued: return .execute(willExecute: .queued)
+        case .executeSkipped: return .execute(willExecute: .skipped)
+        case .finishWithoutExecuting: return .finishWithoutExecuting
+        case .refuse: return .refuse
+        case .parked: return lock.withLock { outcome?.parkedStart.take() }
         }
     }
 
@@ -522,13 +519,13 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
             }
             return
         }
-        startedInBaseStep = StartSlot(startLocked())
+        startedInBaseStep = startSlotLocked(startLocked())
     }
 
     override func performExecute() {
         // Made in the base operation's start step on this thread, which always comes first (only
         // this thread touches it until the procedure has executed).
-        guard !startedInBaseStep.isNone else {
+        guard startedInBaseStep != .none else {
             // The usual start (see `Start`): as `.execute(willExecute: .skipped)` below.
             execute()
             // Usually told already, by a finish inside `execute()`: no call.
@@ -542,7 +539,7 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// stays small.)
     @inline(never)
     private func performStartedExecute() {
-        guard var start = startedInBaseStep.take() else { return }
+        guard var start = takeStartedInBaseStep() else { return }
         while case .waitForAdds(let gate) = start {
             gate.wait()
             start = lock.withLock { startLocked() }

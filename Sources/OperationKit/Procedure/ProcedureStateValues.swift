@@ -218,27 +218,27 @@ enum ConditionProgress {
 
 /// The `produce(_:)` calls (and a group's adds before its execution) adding their operation, and
 /// whether a finish — or the start, for adds made before it — waits for them.
-enum ProduceProgress: Hashable {
-    case none
-    /// At least one call is adding its operation: their count in the low 30 bits, and in the top
-    /// two what waits for them (``ProduceWaits``). (Packed: the enum stays five bytes.)
-    case packed(UInt32)
+struct ProduceProgress: Hashable {
+    /// 0: no call is adding its operation. Otherwise at least one is: their count in the low 30
+    /// bits (never 0 then), and in the top two what waits for them (``ProduceWaits``). (Packed:
+    /// four bytes.)
+    private var bits: UInt32
 
     private static let countMask: UInt32 = (1 << 30) - 1
 
+    /// No call is adding its operation.
+    static let none = ProduceProgress(bits: 0)
+
     /// `count` ≥ 1 calls adding their operation, `waits` waiting for them.
     static func adding(count: UInt32, waits: ProduceWaits) -> ProduceProgress {
-        .packed(count | UInt32(waits.rawValue) << 30)
+        ProduceProgress(bits: count | UInt32(waits.rawValue) << 30)
     }
 
     /// Whether some call is adding its operation.
-    var isAdding: Bool {
-        if case .packed = self { return true }
-        return false
-    }
+    var isAdding: Bool { bits != 0 }
 
     private var parts: (count: UInt32, waits: ProduceWaits)? {
-        guard case .packed(let bits) = self else { return nil }
+        guard bits != 0 else { return nil }
         return (bits & Self.countMask, ProduceWaits(rawValue: UInt8(bits >> 30)))
     }
 

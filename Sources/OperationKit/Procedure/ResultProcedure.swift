@@ -48,16 +48,16 @@ open class ResultProcedure<Output: Sendable>: ProcedureOperation, @unchecked Sen
     }
 
     /// See `ProcedureOperation.init(name:hookEvents:)`.
-    override init(name: String?, hookEvents: ProcedureEventKinds) {
-        super.init(name: name, hookEvents: hookEvents)
+    override init(name: String?, hookEvents: ProcedureEventKinds, outcome: ProcedureOutcome? = nil) {
+        super.init(name: name, hookEvents: hookEvents, outcome: outcome)
     }
 
     /// See `ProcedureOperation.init(name:hookEvents:conditions:observers:)`.
     override init(
-        name: String?, hookEvents: ProcedureEventKinds, conditions: borrowing [any OperationCondition],
-        observers: borrowing [any OperationObserver]
+        name: String?, hookEvents: ProcedureEventKinds, outcome: ProcedureOutcome? = nil,
+        conditions: borrowing [any OperationCondition], observers: borrowing [any OperationObserver]
     ) {
-        super.init(name: name, hookEvents: hookEvents, conditions: conditions, observers: observers)
+        super.init(name: name, hookEvents: hookEvents, outcome: outcome, conditions: conditions, observers: observers)
     }
 
     /// The value the procedure finished with, or `nil` (not finished, finished with
@@ -169,10 +169,16 @@ public final class ClosureProcedure<Output: Sendable>: ResultProcedure<Output>, 
     /// a closure returning `Void` is wrapped in a reabstraction thunk (an allocation per
     /// procedure, freed on the worker that runs it).
     @exclusivity(unchecked) var voidBody: (@Sendable () throws -> Void)?
-    /// Any other body, in a box (see `OtherClosureBody`): one word in every procedure rather
-    /// than two closures' four (the usual procedure, `ClosureProcedure<Void>`, has none), for an
-    /// allocation in those that have one.
-    @exclusivity(unchecked) var otherBody: OtherClosureBody<Output>?
+    // Any other body is kept in the procedure's outcome, made for it in `init` (see
+    // `ClosureBodyOutcome`): no field in every procedure for the bodies that the usual one,
+    // `ClosureProcedure<Void>`, does not have.
+
+    /// The outcome holding a body other than a `Void` one, if the procedure was made with one.
+    /// (Read without the lock: such an outcome is set in `init`, and never replaced.)
+    var otherBody: ClosureBodyOutcome<Output>? {
+        guard let outcome, outcome.holdsClosureBody else { return nil }
+        return unsafeDowncast(outcome, to: ClosureBodyOutcome<Output>.self)
+    }
 
     /// A procedure that runs `body` and finishes with its value, or with the error it throws.
     ///
@@ -180,8 +186,7 @@ public final class ClosureProcedure<Output: Sendable>: ResultProcedure<Output>, 
     ///   - name: A name for logs and errors.
     ///   - body: The work, run on the thread that executes the procedure.
     public init(name: String? = nil, _ body: @escaping @Sendable () throws -> Output) {
-        otherBody = OtherClosureBody(synchronous: body)
-        super.init(name: name, hookEvents: [])  // overrides no hook
+        super.init(name: name, hookEvents: [], outcome: ClosureBodyOutcome(synchronous: body))  // overrides no hook
     }
 
     /// A procedure that hands itself to `body`, which must finish it — now or later, from any
@@ -193,8 +198,7 @@ public final class ClosureProcedure<Output: Sendable>: ResultProcedure<Output>, 
     ///     the procedure, including a cancellation (see ``ProcedureOperation/procedureDidCancel(with:)``
     ///     or a did-cancel observer).
     public init(name: String? = nil, asynchronous body: @escaping @Sendable (ClosureProcedure<Output>) -> Void) {
-        otherBody = OtherClosureBody(asynchronous: body)
-        super.init(name: name, hookEvents: [])  // overrides no hook
+        super.init(name: name, hookEvents: [], outcome: ClosureBodyOutcome(asynchronous: body))  // overrides no hook
     }
 
     /// A procedure without a result (`ClosureProcedure<Void>`) that runs `body` and finishes,
@@ -222,8 +226,7 @@ public final class ClosureProcedure<Output: Sendable>: ResultProcedure<Output>, 
         name: String? = nil, conditions: borrowing [any OperationCondition] = [], observers: borrowing [any OperationObserver] = [],
         _ body: @escaping @Sendable () throws -> Output
     ) {
-        otherBody = OtherClosureBody(synchronous: body)
-        super.init(name: name, hookEvents: [], conditions: conditions, observers: observers)  // overrides no hook
+        super.init(name: name, hookEvents: [], outcome: ClosureBodyOutcome(synchronous: body), conditions: conditions, observers: observers)  // overrides no hook
     }
 
     /// A procedure that hands itself to `body`, which must finish it (see
@@ -240,8 +243,7 @@ public final class ClosureProcedure<Output: Sendable>: ResultProcedure<Output>, 
         name: String? = nil, conditions: borrowing [any OperationCondition] = [], observers: borrowing [any OperationObserver] = [],
         asynchronous body: @escaping @Sendable (ClosureProcedure<Output>) -> Void
     ) {
-        otherBody = OtherClosureBody(asynchronous: body)
-        super.init(name: name, hookEvents: [], conditions: conditions, observers: observers)  // overrides no hook
+        super.init(name: name, hookEvents: [], outcome: ClosureBodyOutcome(asynchronous: body), conditions: conditions, observers: observers)  // overrides no hook
     }
 
     /// A procedure without a result (`ClosureProcedure<Void>`) that runs `body` and finishes, with
@@ -289,43 +291,52 @@ public final class ClosureProcedure<Output: Sendable>: ResultProcedure<Output>, 
     /// runs without the generic `Output` value's stack space.)
     @inline(never)
     private func executeOtherBody() {
-        guard let work = otherBody else {
+        guard let other = otherBody, other.hasBody else {
             finish()
             return
         }
-        otherBody = nil
-        if let synchronous = work.synchronous {
+        if let work = other.synchronous {
+            other.synchronous = nil
             do {
-                finishAsLastStep(withValue: try synchronous())
+                finishAsLastStep(withValue: try work())
             } catch {
                 _ = finishCollecting([error], asLastStep: true)
             }
-        } else if let asynchronous = work.asynchronous {
-            asynchronous(self)
+        } else if let work = other.asynchronous {
+            other.asynchronous = nil
+            work(self)
         }
     }
 
     override func didFinishWithoutExecuting() {
-        otherBody = nil
+        if let other = otherBody {
+            other.synchronous = nil
+            other.asynchronous = nil
+        }
         voidBody = nil
     }
 }
 
-/// A ``ClosureProcedure``'s body other than a `Void` one: a synchronous or an asynchronous
-/// closure. Immutable once made (the retry of a template shares it with its attempts).
-final class OtherClosureBody<Output: Sendable>: Sendable {
-    let synchronous: (@Sendable () throws -> Output)?
-    let asynchronous: (@Sendable (ClosureProcedure<Output>) -> Void)?
+/// The outcome of a ``ClosureProcedure`` made with a body other than a `Void` one, which holds
+/// that body: a synchronous or an asynchronous closure, set in `init`, let go of when it runs or
+/// when the procedure finishes without running it (by the thread that does so: without the lock,
+/// as the procedure's own fields were).
+final class ClosureBodyOutcome<Output: Sendable>: ProcedureOutcome, @unchecked Sendable {
+    var synchronous: (@Sendable () throws -> Output)?
+    var asynchronous: (@Sendable (ClosureProcedure<Output>) -> Void)?
 
     init(synchronous: @escaping @Sendable () throws -> Output) {
         self.synchronous = synchronous
-        asynchronous = nil
+        super.init(holdsClosureBody: true)
     }
 
     init(asynchronous: @escaping @Sendable (ClosureProcedure<Output>) -> Void) {
-        synchronous = nil
         self.asynchronous = asynchronous
+        super.init(holdsClosureBody: true)
     }
+
+    /// Whether it still holds its body (it has not run).
+    var hasBody: Bool { synchronous != nil || asynchronous != nil }
 }
 
 /// A ``ResultProcedure`` that turns an `Input` into an `Output` with a closure. The input is set
@@ -468,11 +479,19 @@ struct InjectionCondition<Value: Sendable>: OperationCondition {
 }
 
 /// What a procedure keeps about how it ended beyond its state — its errors, its diagnostics and
-/// a ``ResultProcedure``'s output other than `()` — in one object made when first needed (most
-/// procedures end without any of them: they pay one pointer instead of three words). Every
+/// a ``ResultProcedure``'s output other than `()` — and a start parked for `performExecute`, in
+/// one object made when first needed (most procedures end without any of them: they pay one
+/// pointer instead of three words). Every
 /// field is protected by the procedure's `lock`. Kept once the procedure has finished (these are
 /// its public results).
-final class ProcedureOutcome: @unchecked Sendable {
+class ProcedureOutcome: @unchecked Sendable {
+    /// Whether this is a `ClosureBodyOutcome` (read without the lock: set when made).
+    let holdsClosureBody: Bool
+
+    init(holdsClosureBody: Bool = false) {
+        self.holdsClosureBody = holdsClosureBody
+    }
+
     /// The errors (see ``ProcedureOperation/errors``), `nil` while there are none. Read as
     /// `_errors`; appended to with `appendErrorsLocked`.
     var errors: [any Error]?
@@ -481,6 +500,9 @@ final class ProcedureOutcome: @unchecked Sendable {
     /// A ``ResultProcedure``'s output (never `.void`: see `ProcedureFlags.voidOutput`). Boxed
     /// (see `ProcedureOutput`): an `Any` field is copied and destroyed through value witnesses.
     var output = ProcedureOutputSlot.none
+    /// A start with a payload, parked here by the start step for `performExecute` (see
+    /// `ProcedureOperation.StartSlot`).
+    var parkedStart: ProcedureOperation.Start?
 }
 
 /// The value a ``ResultProcedure`` finished with, type-erased, in a box of its own (see

@@ -251,12 +251,12 @@ struct ProcedureStateValuesTests {
     @Test func valueTypesStaySmall() {
         #expect(MemoryLayout<EventDelivery>.size <= 16)
         #expect(MemoryLayout<ConditionProgress>.size == 8)
-        #expect(MemoryLayout<ProduceProgress>.size <= 5)
+        #expect(MemoryLayout<ProduceProgress>.size == 4)
         #expect(MemoryLayout<ExclusivityProgress>.size == 1)
         #expect(MemoryLayout<ProcedureFlags>.size == 1)
         #expect(MemoryLayout<FirstCondition>.size == 8)
         #expect(MemoryLayout<FirstObserver>.size == 8)
         #expect(MemoryLayout<ProcedureOperation.DirectFinishSlot>.size == 1)
-        #expect(MemoryLayout<ProcedureOperation.StartSlot>.size == 8)
+        #expect(MemoryLayout<ProcedureOperation.StartSlot>.size == 1)
     }
 }

@@ -50,9 +50,10 @@ extension ClosureProcedure {
         let name = self.name
         let attempts = retries >= Int.max - 1 ? Int.max : max(0, retries) + 1
         // Read once, here: the template is not running (see above).
-        let (other, void) = (otherBody, voidBody)
+        let other = otherBody
+        let (synchronous, asynchronous, void) = (other?.synchronous, other?.asynchronous, voidBody)
         let make: @Sendable (Int) -> ResultProcedure<Output>
-        if other == nil && void == nil {
+        if synchronous == nil && asynchronous == nil && void == nil {
             let error = OperationError(
                 .alreadyFinished, operations: [displayName], "retry(_:) needs a ClosureProcedure that has not run")
             make = { _ in ClosureProcedure(name: name) { () throws -> Output in throw error } }
@@ -60,7 +61,10 @@ extension ClosureProcedure {
             make = { _ in
                 // A new procedure (not shared yet) given the template's work.
                 let attempt = ClosureProcedure(name: name, asynchronous: { $0.finish() })
-                attempt.otherBody = other
+                // (Its outcome, made by that initialiser, holds the asynchronous body.)
+                let body = attempt.otherBody.unsafelyUnwrapped
+                body.asynchronous = asynchronous
+                body.synchronous = synchronous
                 attempt.voidBody = void
                 return attempt
             }
