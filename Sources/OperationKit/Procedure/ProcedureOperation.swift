@@ -437,8 +437,7 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// `didStartExecutingLocked`) and taken by `performExecute` right after, on the same thread.
     /// (An enum: the action shares the disposition's tag byte.) The usual start — execute, with
     /// nobody to tell will execute, the same as `.execute(willExecute: .skipped)` — records none
-    /// (`startedInBaseStep` stays `nil`): neither the start step nor the deinitialiser then
-    /// destroys a value.
+    /// (`startedInBaseStep` stays `.none`).
     enum Start {
         case execute(willExecute: EventDisposition)
         case finishWithoutExecuting

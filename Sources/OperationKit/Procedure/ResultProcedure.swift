@@ -309,11 +309,14 @@ public final class ClosureProcedure<Output: Sendable>: ResultProcedure<Output>, 
     }
 
     override func didFinishWithoutExecuting() {
-        if let other = otherBody {
+        // (A procedure with a `Void` body has no `ClosureBodyOutcome`: its outcome, which a late
+        // call may be making under the lock meanwhile, is not read.)
+        if voidBody != nil {
+            voidBody = nil
+        } else if let other = otherBody {
             other.synchronous = nil
             other.asynchronous = nil
         }
-        voidBody = nil
     }
 }
 
