@@ -150,7 +150,8 @@ extension ProcedureOperation {
 
     /// Under `lock`: records a note in ``diagnostics``.
     func noteDiagnosticLocked(_ note: String) {
-        if _diagnostics == nil { _diagnostics = [note] } else { _diagnostics!.append(note) }
+        let outcome = outcomeLocked
+        if outcome.diagnostics == nil { outcome.diagnostics = [note] } else { outcome.diagnostics!.append(note) }
     }
 
     /// How a finish from this module's own `execute()` can go without `finishCollecting`'s
@@ -344,6 +345,30 @@ extension ProcedureOperation {
         var holdsConditionsOrObservers = true
     }
 
+    /// A `DirectFinish?` as `finishedDirectly` stores it: one byte (the optional struct of four
+    /// `Bool`s is four).
+    struct DirectFinishSlot {
+        /// 0: none; otherwise bit 0 set and the four facts in bits 1 to 4.
+        private var bits: UInt8 = 0
+
+        init() {}
+
+        init(_ direct: DirectFinish?) {
+            guard let direct else { return }
+            bits = 1 | (direct.exclusive ? 2 : 0) | (direct.tellHooksAndObservers ? 4 : 0)
+                | (direct.hasObservers ? 8 : 0) | (direct.holdsConditionsOrObservers ? 16 : 0)
+        }
+
+        /// The finish stored, if any, leaving none.
+        mutating func take() -> DirectFinish? {
+            guard bits != 0 else { return nil }
+            defer { bits = 0 }
+            return DirectFinish(
+                exclusive: bits & 2 != 0, tellHooksAndObservers: bits & 4 != 0, hasObservers: bits & 8 != 0,
+                holdsConditionsOrObservers: bits & 16 != 0)
+        }
+    }
+
     /// After the base operation finished: releases mutual exclusivity, tells did finish, and lets
     /// go of conditions and observers (an observer may hold the procedure), without the lock;
     /// then completes `tail` — the queue lets go of the procedure, waiters are resumed — so that
@@ -479,11 +504,12 @@ extension ProcedureOperation {
         conditionTotal = 0
         observerTotal = 0
         observedEvents = []
-        // Only an evaluation object or an answer holds anything (the usual single condition's
-        // progress holds nothing, and a late call finds nothing to act on either way: see
-        // `ConditionProgress.startedOne`).
+        // Only an evaluation object or an answer holds anything, and an answer is forgotten (the
+        // usual single condition's progress holds nothing, and a late call finds nothing to act
+        // on either way: see `ConditionProgress.startedOne`).
         switch conditionProgress {
-        case .several, .oneAnsweredWhileStarting: conditionProgress = .none
+        case .several, .oneSatisfiedWhileStarting, .oneIgnoredWhileStarting, .oneFailedWhileStarting:
+            conditionProgress = .none
         case .none, .oneStarting, .oneStarted, .decided: break
         }
         return observers

@@ -45,13 +45,13 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     // related facts is one value type whose cases leave out the impossible combinations (see
     // ProcedureStateValues.swift). They are declared in the order that packs them tightest (a
     // class lays its fields out in declaration order, and a pending procedure's size matters: see
-    // Benchmarks): the word-aligned ones first, then each 9-byte enum followed by small fields
-    // that fill its word, then the 4-byte-aligned ones — 104 bytes after the operation's.
-    /// The errors (see ``errors``), `nil` while there are none (most procedures: no empty array to
-    /// let go of). Read as `_errors`; appended to with `appendErrorsLocked`.
-    @exclusivity(unchecked) var errorList: [any Error]?
-    /// `nil` until there is one (most procedures have none: no empty array to let go of).
-    @exclusivity(unchecked) var _diagnostics: [String]?
+    // Benchmarks): the word-aligned ones first (the enums among them are one word each), then
+    // the one-byte ones, the 4-byte-aligned ones, and the one-byte ones that fill the last
+    // word — 80 bytes after the operation's.
+    /// The errors, the diagnostics and a ``ResultProcedure``'s output (see `ProcedureOutcome`),
+    /// `nil` while there are none (most procedures: one word instead of three, nothing to let go
+    /// of).
+    @exclusivity(unchecked) var outcome: ProcedureOutcome?
     /// The conditions: the first in one word (most procedures have at most one, a
     /// ``ClosureCondition``: no array to allocate and free), the others in `conditionExtras`;
     /// `conditionTotal` counts them. Copied out under the lock to be called.
@@ -77,8 +77,14 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     @exclusivity(unchecked) var hookEvents: ProcedureEventKinds = .all
     /// The procedure's ``MutuallyExclusive`` categories: asked for (so a cancel may withdraw), held.
     @exclusivity(unchecked) var exclusivity = ExclusivityProgress.none
+    /// See `didComplete`. Not under the lock: written in the finish step, read by the same thread.
+    @exclusivity(unchecked) var finishedDirectly = DirectFinishSlot()
+    @exclusivity(unchecked) var conditionTotal: Int32 = 0
+    @exclusivity(unchecked) var observerTotal: Int32 = 0
+    /// `produce(_:)` calls adding their operation now; a finish meanwhile waits for them.
+    @exclusivity(unchecked) var produceProgress = ProduceProgress.none
     /// See `performExecute`. Not under the lock: written in the start step, read by that thread.
-    @exclusivity(unchecked) var startedInBaseStep: Start?
+    @exclusivity(unchecked) var startedInBaseStep = StartSlot.none
     /// The kinds of condition added (``ConditionKinds`` bits). Written under the lock; read
     /// without it too (bits are only ever set): whether any condition was added — if not, the
     /// worker that takes the procedure need not look under the lock (see `prepareToRun`) — and
@@ -91,12 +97,6 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// Whether an observer with an event queue was added (see EventMailbox.swift). Written under
     /// the lock; read without it too (it only ever becomes `true`).
     let hasEventQueueObservers = Atomic<Bool>(false)
-    /// See `didComplete`. Not under the lock: written in the finish step, read by the same thread.
-    @exclusivity(unchecked) var finishedDirectly: DirectFinish?
-    /// `produce(_:)` calls adding their operation now; a finish meanwhile waits for them.
-    @exclusivity(unchecked) var produceProgress = ProduceProgress.none
-    @exclusivity(unchecked) var conditionTotal: Int32 = 0
-    @exclusivity(unchecked) var observerTotal: Int32 = 0
 
     /// Creates a procedure. Subclasses override ``ConcurrentOperation/execute()``.
     ///
@@ -164,8 +164,9 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// Creates a procedure of a class of this module whose hooks need only `hookEvents` (see
     /// the field): set before the base initialiser, not after it (which costs a retain and a
     /// release of the new procedure).
-    init(name: String?, hookEvents: ProcedureEventKinds) {
+    init(name: String?, hookEvents: ProcedureEventKinds, outcome: ProcedureOutcome? = nil) {
         self.hookEvents = hookEvents
+        self.outcome = outcome
         firstCondition = .none
         firstObserver = .none
         conditionKinds = Atomic(0)
@@ -175,10 +176,11 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// ``init(name:hookEvents:)`` with conditions and observers (see
     /// ``init(name:conditions:observers:)``).
     init(
-        name: String?, hookEvents: ProcedureEventKinds, conditions: borrowing [any OperationCondition],
-        observers: borrowing [any OperationObserver]
+        name: String?, hookEvents: ProcedureEventKinds, outcome: ProcedureOutcome? = nil,
+        conditions: borrowing [any OperationCondition], observers: borrowing [any OperationObserver]
     ) {
         self.hookEvents = hookEvents
+        self.outcome = outcome
         // The usual case (see `InitialAttachments`) is stored before the base initialiser, like
         // `hookEvents`: after it, every call on the new procedure costs a retain and a release.
         let (condition, conditionTotal, kinds, observer, observerTotal, events, complete) =
@@ -202,12 +204,25 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
 
     /// Under `lock`: the errors collected (see ``errors``).
     @inline(__always)
-    final var _errors: [any Error] { errorList ?? [] }
+    final var _errors: [any Error] { outcome?.errors ?? [] }
+
+    /// Under `lock`: the errors collected, `nil` while there are none.
+    @inline(__always)
+    final var errorList: [any Error]? { outcome?.errors }
+
+    /// Under `lock`: the outcome, made if there is none yet.
+    final var outcomeLocked: ProcedureOutcome {
+        if let outcome { return outcome }
+        let made = ProcedureOutcome()
+        outcome = made
+        return made
+    }
 
     /// Under `lock`: records `errors` after those collected.
     final func appendErrorsLocked(_ errors: [any Error]) {
         guard !errors.isEmpty else { return }
-        if errorList == nil { errorList = errors } else { errorList!.append(contentsOf: errors) }
+        let outcome = outcomeLocked
+        if outcome.errors == nil { outcome.errors = errors } else { outcome.errors!.append(contentsOf: errors) }
     }
 
     // MARK: Hooks of the queue (see ConcurrentOperation)
@@ -290,7 +305,7 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
 
     /// Notes about finish calls that changed nothing — a second finish, or a finish before the
     /// procedure executed — for debugging.
-    public var diagnostics: [String] { lock.withLock { _diagnostics } ?? [] }
+    public var diagnostics: [String] { lock.withLock { outcome?.diagnostics } ?? [] }
 
     /// Whether cancelling the procedure while it executes also finishes it at once (PSOperations'
     /// behaviour), instead of only telling it. `false` by default.
@@ -415,21 +430,68 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// line: a quick finish, the usual one, does not come here.)
     @inline(never)
     private func takeDirectFinishInFinishStepLocked() {
-        finishedDirectly = takeDirectFinishLocked()
+        finishedDirectly = DirectFinishSlot(takeDirectFinishLocked())
     }
 
     /// The procedure's start, made in the base operation's start step (see
     /// `didStartExecutingLocked`) and taken by `performExecute` right after, on the same thread.
     /// (An enum: the action shares the disposition's tag byte.) The usual start — execute, with
     /// nobody to tell will execute, the same as `.execute(willExecute: .skipped)` — records none
-    /// (`startedInBaseStep` stays `nil`): neither the start step nor the deinitialiser then
-    /// destroys a value.
+    /// (`startedInBaseStep` stays `.none`).
     enum Start {
         case execute(willExecute: EventDisposition)
         case finishWithoutExecuting
         case refuse
         /// Adds made before the start are under way: wait on this, then start again.
         case waitForAdds(DispatchSemaphore)
+    }
+
+    /// A `Start?` as `startedInBaseStep` stores it, in one byte: the starts without a payload
+    /// (all the usual ones) as cases of their own, any other parked in the procedure's
+    /// `ProcedureOutcome` (`parkedStart`) — a start that delivers will execute to several
+    /// observers, waits for another thread's delivery or for adds under way.
+    enum StartSlot: UInt8 {
+        case none
+        case executeDeliveringToNone
+        case executeDeliveringToFirst
+        case executeQueued
+        case executeSkipped
+        case finishWithoutExecuting
+        case refuse
+        /// In `outcome.parkedStart`.
+        case parked
+    }
+
+    /// Under `lock`: `start` as `startedInBaseStep` stores it (see `StartSlot`).
+    private func startSlotLocked(_ start: Start) -> StartSlot {
+        switch start {
+        case .execute(.deliverNow(.none)): return .executeDeliveringToNone
+        case .execute(.deliverNow(.first)): return .executeDeliveringToFirst
+        case .execute(.queued): return .executeQueued
+        case .execute(.skipped): return .executeSkipped
+        case .finishWithoutExecuting: return .finishWithoutExecuting
+        case .refuse: return .refuse
+        case .execute(.deliverNow(.list)), .execute(.wait), .waitForAdds:
+            outcomeLocked.parkedStart = start
+            return .parked
+        }
+    }
+
+    /// The start recorded in `startedInBaseStep`, if any, leaving none. (Only the thread that
+    /// made it takes it; a parked one is taken under the lock, as the outcome is shared.)
+    private func takeStartedInBaseStep() -> Start? {
+        let slot = startedInBaseStep
+        startedInBaseStep = .none
+        switch slot {
+        case .none: return nil
+        case .executeDeliveringToNone: return .execute(willExecute: .deliverNow(.none))
+        case .executeDeliveringToFirst: return .execute(willExecute: .deliverNow(.first))
+        case .executeQueued: return .execute(willExecute: .queued)
+        case .executeSkipped: return .execute(willExecute: .skipped)
+        case .finishWithoutExecuting: return .finishWithoutExecuting
+        case .refuse: return .refuse
+        case .parked: return lock.withLock { outcome?.parkedStart.take() }
+        }
     }
 
     /// Under `lock`: the procedure starts in the same step as the base operation — the
@@ -456,13 +518,13 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
             }
             return
         }
-        startedInBaseStep = startLocked()
+        startedInBaseStep = startSlotLocked(startLocked())
     }
 
     override func performExecute() {
         // Made in the base operation's start step on this thread, which always comes first (only
         // this thread touches it until the procedure has executed).
-        guard case .some = startedInBaseStep else {
+        guard startedInBaseStep != .none else {
             // The usual start (see `Start`): as `.execute(willExecute: .skipped)` below.
             execute()
             // Usually told already, by a finish inside `execute()`: no call.
@@ -476,7 +538,7 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// stays small.)
     @inline(never)
     private func performStartedExecute() {
-        guard var start = startedInBaseStep.take() else { return }
+        guard var start = takeStartedInBaseStep() else { return }
         while case .waitForAdds(let gate) = start {
             gate.wait()
             start = lock.withLock { startLocked() }

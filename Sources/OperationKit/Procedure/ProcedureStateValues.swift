@@ -124,14 +124,19 @@ enum EventDelivery {
 /// The evaluation of a procedure's conditions: none running; one condition (the usual case: its
 /// state lives here, no evaluation object) — the worker still starting it, with its answer if it
 /// came meanwhile, or started; several (or one behind a gate), driven by a
-/// ``ConditionEvaluation``; or decided. (The worker's "starting" is in the cases, not a flag: one
-/// word.)
+/// ``ConditionEvaluation``; or decided. (The worker's "starting" is in the cases, not a flag, and
+/// so is an answer that came while starting, rather than a `ConditionResult` payload: one word,
+/// not nine bytes.)
 enum ConditionProgress {
     case none
     /// The worker is starting the single condition; no answer yet.
     case oneStarting
-    /// The single condition answered while the worker was still starting it.
-    case oneAnsweredWhileStarting(ConditionResult)
+    /// The single condition answered `.satisfied` while the worker was still starting it.
+    case oneSatisfiedWhileStarting
+    /// The single condition answered `.ignored` while the worker was still starting it.
+    case oneIgnoredWhileStarting
+    /// The single condition answered `.failed` while the worker was still starting it.
+    case oneFailedWhileStarting(any Error)
     /// The worker has started the single condition; no answer yet.
     case oneStarted
     case several(ConditionEvaluation)
@@ -144,8 +149,18 @@ enum ConditionProgress {
         case .none, .oneStarting, .oneStarted, .decided:
             // (Usually `.none`. A case without a payload: overwritten without destroying it.)
             self = .oneStarting
-        case .oneAnsweredWhileStarting, .several:
+        case .oneSatisfiedWhileStarting, .oneIgnoredWhileStarting, .oneFailedWhileStarting, .several:
             self = .oneStarting
+        }
+    }
+
+    /// The answer that came while the worker was starting the single condition, if it came.
+    var answerWhileStarting: ConditionResult? {
+        switch self {
+        case .oneSatisfiedWhileStarting: .satisfied
+        case .oneIgnoredWhileStarting: .ignored
+        case .oneFailedWhileStarting(let error): .failed(error)
+        case .none, .oneStarting, .oneStarted, .several, .decided: nil
         }
     }
 
@@ -158,7 +173,8 @@ enum ConditionProgress {
         case .oneStarting:
             self = .oneStarted
             return nil
-        case .oneAnsweredWhileStarting(let decision):
+        case .oneSatisfiedWhileStarting, .oneIgnoredWhileStarting, .oneFailedWhileStarting:
+            let decision = answerWhileStarting
             self = .decided
             return decision
         case .none, .oneStarted, .several, .decided:
@@ -179,12 +195,16 @@ enum ConditionProgress {
     mutating func answeredOne(_ result: ConditionResult) -> Answer {
         switch self {
         case .oneStarting:
-            self = .oneAnsweredWhileStarting(result)
+            switch result {
+            case .satisfied: self = .oneSatisfiedWhileStarting
+            case .ignored: self = .oneIgnoredWhileStarting
+            case .failed(let error): self = .oneFailedWhileStarting(error)
+            }
             return .recorded
         case .oneStarted:
             self = .decided
             return .decide
-        case .none, .oneAnsweredWhileStarting, .several, .decided:
+        case .none, .oneSatisfiedWhileStarting, .oneIgnoredWhileStarting, .oneFailedWhileStarting, .several, .decided:
             return .ignored
         }
     }
@@ -198,27 +218,27 @@ enum ConditionProgress {
 
 /// The `produce(_:)` calls (and a group's adds before its execution) adding their operation, and
 /// whether a finish — or the start, for adds made before it — waits for them.
-enum ProduceProgress: Hashable {
-    case none
-    /// At least one call is adding its operation: their count in the low 30 bits, and in the top
-    /// two what waits for them (``ProduceWaits``). (Packed: the enum stays five bytes.)
-    case packed(UInt32)
+struct ProduceProgress: Hashable {
+    /// 0: no call is adding its operation. Otherwise at least one is: their count in the low 30
+    /// bits (never 0 then), and in the top two what waits for them (``ProduceWaits``). (Packed:
+    /// four bytes.)
+    private var bits: UInt32
 
     private static let countMask: UInt32 = (1 << 30) - 1
 
+    /// No call is adding its operation.
+    static let none = ProduceProgress(bits: 0)
+
     /// `count` ≥ 1 calls adding their operation, `waits` waiting for them.
     static func adding(count: UInt32, waits: ProduceWaits) -> ProduceProgress {
-        .packed(count | UInt32(waits.rawValue) << 30)
+        ProduceProgress(bits: count | UInt32(waits.rawValue) << 30)
     }
 
     /// Whether some call is adding its operation.
-    var isAdding: Bool {
-        if case .packed = self { return true }
-        return false
-    }
+    var isAdding: Bool { bits != 0 }
 
     private var parts: (count: UInt32, waits: ProduceWaits)? {
-        guard case .packed(let bits) = self else { return nil }
+        guard bits != 0 else { return nil }
         return (bits & Self.countMask, ProduceWaits(rawValue: UInt8(bits >> 30)))
     }
 
@@ -317,8 +337,8 @@ struct ProcedureFlags: OptionSet, Hashable {
     /// for did finish — nothing to tell or let go of (a plain finish), or the quick finish took
     /// it in the same critical section, just before.
     static let finishTaken = ProcedureFlags(rawValue: 1 << 4)
-    /// A `ResultProcedure<Void>` finished with its value, `()`, by the quick finish of its own
-    /// `execute()` (see `ResultProcedure.finishAsLastStepWithVoid`): its output, set as a bit
-    /// rather than in `_output`, which the finish then need not overwrite.
+    /// A `ResultProcedure<Void>` finished with its value, `()`: its output, set as a bit rather
+    /// than in the `ProcedureOutcome` (which it then need not make), and which the quick finish
+    /// of its own `execute()` (see `ResultProcedure.finishAsLastStepWithVoid`) sets directly.
     static let voidOutput = ProcedureFlags(rawValue: 1 << 5)
 }

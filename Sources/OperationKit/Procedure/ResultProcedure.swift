@@ -14,16 +14,16 @@
 /// (or a ``TransformProcedure``'s ``TransformProcedure/injectInput(from:)``): the compiler checks
 /// the types.
 open class ResultProcedure<Output: Sendable>: ProcedureOperation, @unchecked Sendable {
-    // protected by lock
-    /// The value, type-erased: unspecialised code touching an `Output?` field (every
-    /// `ClosureProcedure<T>.execute()` and deinit run unspecialised, from the queue) looks up
-    /// `Optional<Output>`'s metadata in the runtime's cache each time, a few hundred
-    /// instructions; `Any` is not generic. Boxed (see `ProcedureOutput`): an `Any?` field is
-    /// copied and destroyed through value witnesses even when empty, in every procedure's finish
-    /// and deinit, while a reference is one word; a `Void` output needs no box at all (see
-    /// `ProcedureOutputSlot`), and the usual one is a flag instead (`ProcedureFlags.voidOutput`:
-    /// the quick finish then overwrites nothing). Read through `outputLocked`.
-    @exclusivity(unchecked) private var _output = ProcedureOutputSlot.none
+    /// Under `lock`: the value, type-erased, kept in the procedure's `outcome` (see
+    /// `ProcedureOutcome.output`); `()` — the output of every `ClosureProcedure<Void>` — is a flag
+    /// instead (`ProcedureFlags.voidOutput`: setting it makes no outcome). Read through
+    /// `outputLocked`.
+    private var _output: ProcedureOutputSlot {
+        get { outcome?.output ?? .none }
+        set {
+            if case .void = newValue { flags.insert(.voidOutput) } else { outcomeLocked.output = newValue }
+        }
+    }
 
     /// Creates a procedure. Subclasses override ``ConcurrentOperation/execute()`` and finish with
     /// ``finish(withValue:)``.
@@ -48,16 +48,16 @@ open class ResultProcedure<Output: Sendable>: ProcedureOperation, @unchecked Sen
     }
 
     /// See `ProcedureOperation.init(name:hookEvents:)`.
-    override init(name: String?, hookEvents: ProcedureEventKinds) {
-        super.init(name: name, hookEvents: hookEvents)
+    override init(name: String?, hookEvents: ProcedureEventKinds, outcome: ProcedureOutcome? = nil) {
+        super.init(name: name, hookEvents: hookEvents, outcome: outcome)
     }
 
     /// See `ProcedureOperation.init(name:hookEvents:conditions:observers:)`.
     override init(
-        name: String?, hookEvents: ProcedureEventKinds, conditions: borrowing [any OperationCondition],
-        observers: borrowing [any OperationObserver]
+        name: String?, hookEvents: ProcedureEventKinds, outcome: ProcedureOutcome? = nil,
+        conditions: borrowing [any OperationCondition], observers: borrowing [any OperationObserver]
     ) {
-        super.init(name: name, hookEvents: hookEvents, conditions: conditions, observers: observers)
+        super.init(name: name, hookEvents: hookEvents, outcome: outcome, conditions: conditions, observers: observers)
     }
 
     /// The value the procedure finished with, or `nil` (not finished, finished with
@@ -164,15 +164,21 @@ open class ResultProcedure<Output: Sendable>: ProcedureOperation, @unchecked Sen
 /// run, or once the procedure finished without running it.
 public final class ClosureProcedure<Output: Sendable>: ResultProcedure<Output>, @unchecked Sendable {
     // Set in init, read by `execute()` (which runs at most once), cleared when the procedure
-    // finishes. Two optional closures rather than an enum of them: a function value has the same
-    // layout for every `Output`, while an enum nested in this generic class is copied and
-    // destroyed through its type metadata (a few hundred instructions per procedure).
-    @exclusivity(unchecked) var synchronousBody: (@Sendable () throws -> Output)?
-    @exclusivity(unchecked) var asynchronousBody: (@Sendable (ClosureProcedure<Output>) -> Void)?
-    /// The body of a `ClosureProcedure<Void>`, stored as given: in `synchronousBody` a closure
-    /// returning `Void` is wrapped in a reabstraction thunk (an allocation per procedure, freed
-    /// on the worker that runs it).
+    // finishes.
+    /// The body of a `ClosureProcedure<Void>`, stored as given: in a `() throws -> Output` field
+    /// a closure returning `Void` is wrapped in a reabstraction thunk (an allocation per
+    /// procedure, freed on the worker that runs it).
     @exclusivity(unchecked) var voidBody: (@Sendable () throws -> Void)?
+    // Any other body is kept in the procedure's outcome, made for it in `init` (see
+    // `ClosureBodyOutcome`): no field in every procedure for the bodies that the usual one,
+    // `ClosureProcedure<Void>`, does not have.
+
+    /// The outcome holding a body other than a `Void` one, if the procedure was made with one.
+    /// (Read without the lock: such an outcome is set in `init`, and never replaced.)
+    var otherBody: ClosureBodyOutcome<Output>? {
+        guard let outcome, outcome.holdsClosureBody else { return nil }
+        return unsafeDowncast(outcome, to: ClosureBodyOutcome<Output>.self)
+    }
 
     /// A procedure that runs `body` and finishes with its value, or with the error it throws.
     ///
@@ -180,8 +186,7 @@ public final class ClosureProcedure<Output: Sendable>: ResultProcedure<Output>, 
     ///   - name: A name for logs and errors.
     ///   - body: The work, run on the thread that executes the procedure.
     public init(name: String? = nil, _ body: @escaping @Sendable () throws -> Output) {
-        synchronousBody = consume body  // (Moved in: no retain and release of its context.)
-        super.init(name: name, hookEvents: [])  // overrides no hook
+        super.init(name: name, hookEvents: [], outcome: ClosureBodyOutcome(synchronous: body))  // overrides no hook
     }
 
     /// A procedure that hands itself to `body`, which must finish it — now or later, from any
@@ -193,8 +198,7 @@ public final class ClosureProcedure<Output: Sendable>: ResultProcedure<Output>, 
     ///     the procedure, including a cancellation (see ``ProcedureOperation/procedureDidCancel(with:)``
     ///     or a did-cancel observer).
     public init(name: String? = nil, asynchronous body: @escaping @Sendable (ClosureProcedure<Output>) -> Void) {
-        asynchronousBody = consume body  // (Moved in: no retain and release of its context.)
-        super.init(name: name, hookEvents: [])  // overrides no hook
+        super.init(name: name, hookEvents: [], outcome: ClosureBodyOutcome(asynchronous: body))  // overrides no hook
     }
 
     /// A procedure without a result (`ClosureProcedure<Void>`) that runs `body` and finishes,
@@ -222,8 +226,7 @@ public final class ClosureProcedure<Output: Sendable>: ResultProcedure<Output>, 
         name: String? = nil, conditions: borrowing [any OperationCondition] = [], observers: borrowing [any OperationObserver] = [],
         _ body: @escaping @Sendable () throws -> Output
     ) {
-        synchronousBody = consume body  // (Moved in: no retain and release of its context.)
-        super.init(name: name, hookEvents: [], conditions: conditions, observers: observers)  // overrides no hook
+        super.init(name: name, hookEvents: [], outcome: ClosureBodyOutcome(synchronous: body), conditions: conditions, observers: observers)  // overrides no hook
     }
 
     /// A procedure that hands itself to `body`, which must finish it (see
@@ -240,8 +243,7 @@ public final class ClosureProcedure<Output: Sendable>: ResultProcedure<Output>, 
         name: String? = nil, conditions: borrowing [any OperationCondition] = [], observers: borrowing [any OperationObserver] = [],
         asynchronous body: @escaping @Sendable (ClosureProcedure<Output>) -> Void
     ) {
-        asynchronousBody = consume body  // (Moved in: no retain and release of its context.)
-        super.init(name: name, hookEvents: [], conditions: conditions, observers: observers)  // overrides no hook
+        super.init(name: name, hookEvents: [], outcome: ClosureBodyOutcome(asynchronous: body), conditions: conditions, observers: observers)  // overrides no hook
     }
 
     /// A procedure without a result (`ClosureProcedure<Void>`) that runs `body` and finishes, with
@@ -289,26 +291,55 @@ public final class ClosureProcedure<Output: Sendable>: ResultProcedure<Output>, 
     /// runs without the generic `Output` value's stack space.)
     @inline(never)
     private func executeOtherBody() {
-        if let work = synchronousBody {
-            synchronousBody = nil
+        guard let other = otherBody, other.hasBody else {
+            finish()
+            return
+        }
+        if let work = other.synchronous {
+            other.synchronous = nil
             do {
                 finishAsLastStep(withValue: try work())
             } catch {
                 _ = finishCollecting([error], asLastStep: true)
             }
-        } else if let work = asynchronousBody {
-            asynchronousBody = nil
+        } else if let work = other.asynchronous {
+            other.asynchronous = nil
             work(self)
-        } else {
-            finish()
         }
     }
 
     override func didFinishWithoutExecuting() {
-        synchronousBody = nil
-        asynchronousBody = nil
-        voidBody = nil
+        // (A procedure with a `Void` body has no `ClosureBodyOutcome`: its outcome, which a late
+        // call may be making under the lock meanwhile, is not read.)
+        if voidBody != nil {
+            voidBody = nil
+        } else if let other = otherBody {
+            other.synchronous = nil
+            other.asynchronous = nil
+        }
     }
+}
+
+/// The outcome of a ``ClosureProcedure`` made with a body other than a `Void` one, which holds
+/// that body: a synchronous or an asynchronous closure, set in `init`, let go of when it runs or
+/// when the procedure finishes without running it (by the thread that does so: without the lock,
+/// as the procedure's own fields were).
+final class ClosureBodyOutcome<Output: Sendable>: ProcedureOutcome, @unchecked Sendable {
+    var synchronous: (@Sendable () throws -> Output)?
+    var asynchronous: (@Sendable (ClosureProcedure<Output>) -> Void)?
+
+    init(synchronous: @escaping @Sendable () throws -> Output) {
+        self.synchronous = synchronous
+        super.init(holdsClosureBody: true)
+    }
+
+    init(asynchronous: @escaping @Sendable (ClosureProcedure<Output>) -> Void) {
+        self.asynchronous = asynchronous
+        super.init(holdsClosureBody: true)
+    }
+
+    /// Whether it still holds its body (it has not run).
+    var hasBody: Bool { synchronous != nil || asynchronous != nil }
 }
 
 /// A ``ResultProcedure`` that turns an `Input` into an `Output` with a closure. The input is set
@@ -450,8 +481,35 @@ struct InjectionCondition<Value: Sendable>: OperationCondition {
     }
 }
 
+/// What a procedure keeps about how it ended beyond its state — its errors, its diagnostics and
+/// a ``ResultProcedure``'s output other than `()` — and a start parked for `performExecute`, in
+/// one object made when first needed (most procedures end without any of them: they pay one
+/// pointer instead of three words). Every
+/// field is protected by the procedure's `lock`. Kept once the procedure has finished (these are
+/// its public results).
+class ProcedureOutcome: @unchecked Sendable {
+    /// Whether this is a `ClosureBodyOutcome` (read without the lock: set when made).
+    let holdsClosureBody: Bool
+
+    init(holdsClosureBody: Bool = false) {
+        self.holdsClosureBody = holdsClosureBody
+    }
+
+    /// The errors (see ``ProcedureOperation/errors``), `nil` while there are none. Read as
+    /// `_errors`; appended to with `appendErrorsLocked`.
+    var errors: [any Error]?
+    /// The diagnostics (see ``ProcedureOperation/diagnostics``), `nil` while there are none.
+    var diagnostics: [String]?
+    /// A ``ResultProcedure``'s output (never `.void`: see `ProcedureFlags.voidOutput`). Boxed
+    /// (see `ProcedureOutput`): an `Any` field is copied and destroyed through value witnesses.
+    var output = ProcedureOutputSlot.none
+    /// A start with a payload, parked here by the start step for `performExecute` (see
+    /// `ProcedureOperation.StartSlot`).
+    var parkedStart: ProcedureOperation.Start?
+}
+
 /// The value a ``ResultProcedure`` finished with, type-erased, in a box of its own (see
-/// `ResultProcedure._output`). Immutable once made.
+/// `ProcedureOutcome.output`). Immutable once made.
 final class ProcedureOutput: @unchecked Sendable {  // `value` is a `Sendable` output, never mutated
     let value: Any
 

@@ -208,7 +208,7 @@ struct OperationFacts {
                 evaluatingConditions = evaluating.map { evaluation.conditions[$0] }
                 hasClosedGates = !gated.isEmpty
                 if hasClosedGates { conditionsWaiting = evaluation.gatedOwnDependencies }
-            case .none, .oneAnsweredWhileStarting, .decided:
+            case .none, .oneSatisfiedWhileStarting, .oneIgnoredWhileStarting, .oneFailedWhileStarting, .decided:
                 hasClosedGates = procedure.conditionGates.contains { $0.map { !$0.isOpen } ?? false }
             }
         }

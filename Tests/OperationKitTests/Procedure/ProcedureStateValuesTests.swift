@@ -73,10 +73,27 @@ struct ProcedureStateValuesTests {
         switch progress {
         case .none: "none"
         case .oneStarting: "one starting:true decided:false"
-        case .oneAnsweredWhileStarting: "one starting:true decided:true"
+        case .oneSatisfiedWhileStarting, .oneIgnoredWhileStarting, .oneFailedWhileStarting: "one starting:true decided:true"
         case .oneStarted: "one starting:false decided:false"
         case .several: "several"
         case .decided: "decided"
+        }
+    }
+
+    /// Each answer recorded while the worker starts the condition is the one it gets back (the
+    /// answers are cases of their own, not a payload).
+    @Test func everyAnswerWhileStartingComesBackAsGiven() {
+        struct Marked: Error { let mark: Int }
+        for answer in [ConditionResult.satisfied, .ignored, .failed(Marked(mark: 7))] {
+            var progress = ConditionProgress.none
+            progress.beginOne()
+            #expect(progress.answeredOne(answer) == .recorded)
+            switch (answer, progress.startedOne()) {
+            case (.satisfied, .satisfied?), (.ignored, .ignored?): break
+            case (.failed, .failed(let error)?): #expect((error as? Marked)?.mark == 7)
+            default: Issue.record("answer \(answer) came back changed")
+            }
+            #expect(describe(progress) == "decided")
         }
     }
 
@@ -233,13 +250,13 @@ struct ProcedureStateValuesTests {
     /// bytes (see Benchmarks, "Memory per pending operation").
     @Test func valueTypesStaySmall() {
         #expect(MemoryLayout<EventDelivery>.size <= 16)
-        #expect(MemoryLayout<ConditionProgress>.size <= 9)
-        #expect(MemoryLayout<ProduceProgress>.size <= 5)
+        #expect(MemoryLayout<ConditionProgress>.size == 8)
+        #expect(MemoryLayout<ProduceProgress>.size == 4)
         #expect(MemoryLayout<ExclusivityProgress>.size == 1)
         #expect(MemoryLayout<ProcedureFlags>.size == 1)
         #expect(MemoryLayout<FirstCondition>.size == 8)
         #expect(MemoryLayout<FirstObserver>.size == 8)
-        #expect(MemoryLayout<ProcedureOperation.DirectFinish?>.size <= 4)
-        #expect(MemoryLayout<ProcedureOperation.Start?>.size <= 10)
+        #expect(MemoryLayout<ProcedureOperation.DirectFinishSlot>.size == 1)
+        #expect(MemoryLayout<ProcedureOperation.StartSlot>.size == 1)
     }
 }

@@ -50,7 +50,8 @@ extension ClosureProcedure {
         let name = self.name
         let attempts = retries >= Int.max - 1 ? Int.max : max(0, retries) + 1
         // Read once, here: the template is not running (see above).
-        let (synchronous, asynchronous, void) = (synchronousBody, asynchronousBody, voidBody)
+        let other = otherBody
+        let (synchronous, asynchronous, void) = (other?.synchronous, other?.asynchronous, voidBody)
         let make: @Sendable (Int) -> ResultProcedure<Output>
         if synchronous == nil && asynchronous == nil && void == nil {
             let error = OperationError(
@@ -60,8 +61,10 @@ extension ClosureProcedure {
             make = { _ in
                 // A new procedure (not shared yet) given the template's work.
                 let attempt = ClosureProcedure(name: name, asynchronous: { $0.finish() })
-                attempt.asynchronousBody = asynchronous
-                attempt.synchronousBody = synchronous
+                // (Its outcome, made by that initialiser, holds the asynchronous body.)
+                let body = attempt.otherBody.unsafelyUnwrapped
+                body.asynchronous = asynchronous
+                body.synchronous = synchronous
                 attempt.voidBody = void
                 return attempt
             }
