@@ -78,7 +78,7 @@ extension Workflow {
     ) -> (task: Unmanaged<WorkflowTask>, run: Int)? {
         guard let next = takePendingRunLocked() else { return nil }
         next.task._withUnsafeGuaranteedRef {
-            $0.runOperation = runner
+            $0.runOperation = Unmanaged.passUnretained(runner)
             $0.runStartedStamp = stamp != 0 ? stamp : CoarseClock.stamp()
         }
         return next

@@ -286,7 +286,15 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
                 transaction.workflowFinished()
                 return
             }
-            for task in tasks where task.lifecycle.state == .ready { transaction.start(task) }
+            // Each task borrowed from the array's buffer (iterating the array retains and releases
+            // every task); `tasks` does not change meanwhile: starting adds no task.
+            tasks.withUnsafeBufferPointer { buffer in
+                for position in buffer.indices {
+                    Unmanaged.passUnretained(buffer[position])._withUnsafeGuaranteedRef { task in
+                        if task.lifecycle.state == .ready { transaction.start(task) }
+                    }
+                }
+            }
         }
     }
 

@@ -64,8 +64,10 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     @exclusivity(unchecked) var _error: (any Error)?
     @exclusivity(unchecked) var _finishTime: ContinuousClock.Instant?
     /// The runner executing the current run, from when it took the run; finished when the run
-    /// ends if the run's `main()` has returned (Workflow+Runners.swift).
-    @exclusivity(unchecked) var runOperation: WorkflowRunOperation?
+    /// ends if the run's `main()` has returned (Workflow+Runners.swift). Unretained: the runner
+    /// sets it itself, and the change that ends the run clears it before the runner can finish,
+    /// so while it is set the runner is an unfinished operation, which its queue retains.
+    @exclusivity(unchecked) var runOperation: Unmanaged<WorkflowRunOperation>?
     /// When the current run was started (queued for a runner) and when a runner took it
     /// (``CoarseClock`` stamps; 0 for never), for snapshots.
     @exclusivity(unchecked) var runQueuedStamp: UInt32 = 0
@@ -299,7 +301,7 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     /// Under `workflow`'s lock: whether the task is in that workflow. Safe for any task, also one
     /// of another workflow, whose fields this lock does not guard.
     func isIn(_ workflow: Workflow) -> Bool {
-        lockPointer.lock === workflow.lock
+        lockPointer.isGuarded(by: workflow.lock)
     }
 
     /// Under the lock: the prerequisite tasks.
@@ -348,3 +350,4 @@ public struct WorkflowTaskRun: Sendable {
         }
     }
 }
+
