@@ -62,7 +62,7 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     @exclusivity(unchecked) var isHeld = false
     @exclusivity(unchecked) var _result: (any Sendable)?
     @exclusivity(unchecked) var _error: (any Error)?
-    @exclusivity(unchecked) var _finishTime: ContinuousClock.Instant?
+    @exclusivity(unchecked) var _finishTime: WorkflowInstant?
     /// The runner executing the current run, from when it took the run; finished when the run
     /// ends if the run's `main()` has returned (Workflow+Runners.swift). Unretained: the runner
     /// sets it itself, and the change that ends the run clears it before the runner can finish,
@@ -151,7 +151,7 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     public var error: (any Error)? { withTaskLock { _error } }
     /// When the last run finished or failed, on the continuous clock; `nil` before, and after a
     /// reset or retry.
-    public var finishTime: ContinuousClock.Instant? { withTaskLock { _finishTime } }
+    public var finishTime: ContinuousClock.Instant? { withTaskLock { _finishTime?.instant } }
     /// The workflow the task was added to; `nil` before it is added, and once that workflow has
     /// been released (a task holds its workflow weakly).
     public var containingWorkflow: Workflow? { withTaskLock { workflow } }
@@ -334,7 +334,7 @@ public struct WorkflowTaskRun: Sendable {
     ///   dependents.
     public func finish(with result: (any Sendable)?) {
         task.withWorkflowForRun { workflow, runner in
-            let now = ContinuousClock.now
+            let now = WorkflowInstant.now
             workflow.perform(onRunner: runner) { $0.finish(task, run: number, result: result, now: now) }
         }
     }
@@ -345,9 +345,28 @@ public struct WorkflowTaskRun: Sendable {
     /// - Parameter error: Why the run failed, readable as ``WorkflowTask/error``.
     public func fail(with error: any Error) {
         task.withWorkflowForRun { workflow, runner in
-            let now = ContinuousClock.now
+            let now = WorkflowInstant.now
             workflow.perform(onRunner: runner) { $0.fail(task, run: number, error: error, now: now) }
         }
     }
 }
 
+/// A `ContinuousClock.Instant` kept as its bits, for a task's finish time. The instant's type is
+/// resilient (its layout is known only at run time), so a field of that type made every access
+/// to the fields after it, the task's destruction and every store of a finish time go through
+/// the type's metadata and value witnesses; two words of plain bits cost none of that. The bits
+/// are only ever turned back into the instant they came from (`unsafeBitCast` checks the sizes).
+struct WorkflowInstant: Sendable {
+    private let bits: (UInt64, UInt64)
+
+    init(_ instant: ContinuousClock.Instant) {
+        bits = unsafeBitCast(instant, to: (UInt64, UInt64).self)
+    }
+
+    /// The current instant of the continuous clock.
+    static var now: WorkflowInstant { WorkflowInstant(.now) }
+
+    var instant: ContinuousClock.Instant {
+        unsafeBitCast(bits, to: ContinuousClock.Instant.self)
+    }
+}

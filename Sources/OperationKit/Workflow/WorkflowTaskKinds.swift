@@ -200,7 +200,7 @@ public final class SubworkflowTask: WorkflowTask, @unchecked Sendable {
         let (unfinished, failure, cancelled) = subworkflow.lock.withLock { () -> (Bool, (any Error)?, Bool) in
             let tasks = subworkflow.tasks
             let failed = tasks.filter { $0.lifecycle.state == .failed }
-                .min { ($0._finishTime ?? .now) < ($1._finishTime ?? .now) }
+                .min { ($0._finishTime?.instant ?? .now) < ($1._finishTime?.instant ?? .now) }
             return (subworkflow.finishedCount < tasks.count, failed?._error,
                     tasks.contains { $0.lifecycle.state == .cancelled })
         }

@@ -211,7 +211,7 @@ struct WorkflowTransaction {
     /// Finishes run `run` (the current one if `nil`) of `task`.
     /// `now`: the finish time, read by the caller before the lock, so that the clock is not read
     /// with the lock held.
-    mutating func finish(_ task: WorkflowTask, run: Int?, result: (any Sendable)?, now: ContinuousClock.Instant = .now) {
+    mutating func finish(_ task: WorkflowTask, run: Int?, result: (any Sendable)?, now: WorkflowInstant = .now) {
         Self.with(workflowReference) { workflow in
             guard task.isIn(workflow), task.lifecycle.finish(run: run ?? task.lifecycle.run) else { return }
             transitioned(task, from: .executing, to: .finished)
@@ -231,7 +231,7 @@ struct WorkflowTransaction {
     }
 
     /// Fails run `run` (the current one if `nil`) of `task`.
-    mutating func fail(_ task: WorkflowTask, run: Int?, error: any Error, now: ContinuousClock.Instant = .now) {
+    mutating func fail(_ task: WorkflowTask, run: Int?, error: any Error, now: WorkflowInstant = .now) {
         Self.with(workflowReference) { workflow in
             guard task.isIn(workflow), task.lifecycle.fail(run: run ?? task.lifecycle.run) else { return }
             transitioned(task, from: .executing, to: .failed, error: error)
