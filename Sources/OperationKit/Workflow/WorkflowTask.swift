@@ -116,6 +116,15 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     /// superclass's keys.
     open var requiredPrerequisiteKeys: Set<String> { [] }
 
+    /// The keys of ``requiredPrerequisiteKeys`` (read once) that `keyed` lacks, or `nil` if none.
+    /// A kind of task that keeps its keys overrides it to skip an empty set without copying it.
+    func missingPrerequisiteKeys(in keyed: [String: WorkflowTask]) -> Set<String>? {
+        let required = requiredPrerequisiteKeys
+        if required.isEmpty { return nil }
+        let missing = required.subtracting(keyed.keys)
+        return missing.isEmpty ? nil : missing
+    }
+
     /// Called after the task was cancelled and the workflow's events were told, before its
     /// delegate and the workflow's delegate. Runs on the thread that cancelled it, with no lock
     /// held; the run that was in progress, if any, is already over. Not called when a cancel

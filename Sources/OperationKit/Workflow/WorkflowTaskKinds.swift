@@ -32,6 +32,10 @@ public final class ClosureTask: WorkflowTask, @unchecked Sendable {
     /// The keys given to ``init(name:requiredPrerequisiteKeys:_:)``.
     public override var requiredPrerequisiteKeys: Set<String> { requiredKeys }
 
+    override func missingPrerequisiteKeys(in keyed: [String: WorkflowTask]) -> Set<String>? {
+        requiredKeys.isEmpty ? nil : super.missingPrerequisiteKeys(in: keyed)
+    }
+
     /// Calls the closure with ``WorkflowTask/currentRun``.
     public override func main() {
         body(currentRun)
