@@ -72,7 +72,21 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     /// (``CoarseClock`` stamps; 0 for never), for snapshots.
     @exclusivity(unchecked) var runQueuedStamp: UInt32 = 0
     @exclusivity(unchecked) var runStartedStamp: UInt32 = 0
-    weak var _delegate: (any WorkflowTaskDelegate)?
+    /// The delegate's weak reference, in a box made when a delegate is first set: a task without
+    /// one holds an empty reference instead of a weak one, which the runtime initialises,
+    /// loads on every finish and destroys.
+    @exclusivity(unchecked) var delegateBox: WorkflowTaskDelegateBox?
+    /// The delegate, held weakly (`nil` if none was set).
+    var _delegate: (any WorkflowTaskDelegate)? {
+        get { delegateBox?.delegate }
+        set {
+            if let delegateBox {
+                delegateBox.delegate = newValue
+            } else if let newValue {
+                delegateBox = WorkflowTaskDelegateBox(newValue)
+            }
+        }
+    }
     /// Swift tasks awaiting the task's outcome (WorkflowAwaiting.swift).
     var awaiters = WorkflowAwaiters<WorkflowTaskOutcome>()
     /// Its reported progress and weight (Workflow+Progress.swift).
@@ -377,5 +391,15 @@ struct WorkflowInstant: Sendable {
 
     var instant: ContinuousClock.Instant {
         unsafeBitCast(bits, to: ContinuousClock.Instant.self)
+    }
+}
+
+/// The weak reference to a task's delegate (see ``WorkflowTask/delegateBox``). Under the task's
+/// lock.
+final class WorkflowTaskDelegateBox {
+    weak var delegate: (any WorkflowTaskDelegate)?
+
+    init(_ delegate: any WorkflowTaskDelegate) {
+        self.delegate = delegate
     }
 }
