@@ -54,8 +54,13 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     /// The task's index in its workflow.
     @exclusivity(unchecked) var index = -1
     @exclusivity(unchecked) var prerequisiteIndices = WorkflowIndices()
-    // `Dictionary()`, not `[:]`: the literal goes through `init(dictionaryLiteral:)`.
-    var keyedPrerequisiteIndices = [String: Int]()
+    /// The indices of the keyed prerequisites by key; kept as an optional, `nil` for a task
+    /// without any, which costs nothing to make or destroy (an empty dictionary costs a release).
+    var keyedPrerequisiteIndices: [String: Int] {
+        get { keyedIndices ?? [:] }
+        set { keyedIndices = newValue }
+    }
+    private var keyedIndices: [String: Int]?
     @exclusivity(unchecked) var dependentIndices = WorkflowIndices()
     @exclusivity(unchecked) var unfinishedPrerequisites = 0
     /// Whether its start is held while the workflow is suspended (``Workflow/isSuspended``).
