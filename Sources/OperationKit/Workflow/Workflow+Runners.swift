@@ -40,8 +40,14 @@ extension Workflow {
             let next = pendingRuns[pendingHead]
             pendingHead += 1
             if pendingHead == pendingRuns.count {
-                // A long list's storage is given back; a short one's is kept for the next runs.
-                pendingRuns.removeAll(keepingCapacity: pendingRuns.count <= 1_024)
+                // A long list's storage is given back; a short one's is kept for the next runs,
+                // emptied element by element (plain values: a decrement each), which for the
+                // one run a chain queues at a time is cheaper than `removeAll(keepingCapacity:)`.
+                if pendingRuns.count <= 1_024 {
+                    while !pendingRuns.isEmpty { pendingRuns.removeLast() }
+                } else {
+                    pendingRuns = []
+                }
                 pendingHead = 0
             }
             let task = Unmanaged.passUnretained(tasks[next.index])
@@ -78,7 +84,7 @@ extension Workflow {
     ) -> (task: Unmanaged<WorkflowTask>, run: Int)? {
         guard let next = takePendingRunLocked() else { return nil }
         next.task._withUnsafeGuaranteedRef {
-            $0.runOperation = runner
+            $0.runOperation = Unmanaged.passUnretained(runner)
             $0.runStartedStamp = stamp != 0 ? stamp : CoarseClock.stamp()
         }
         return next

@@ -33,7 +33,7 @@ extension Workflow {
                 let executing = task.lifecycle.state == .executing
                 return TaskFacts(
                     task: task, state: task.lifecycle.state, prerequisites: task.prerequisiteIndices.array,
-                    runner: task.runOperation,
+                    runner: task.runOperation?.takeUnretainedValue(),
                     queuedStamp: executing ? task.runQueuedStamp : 0,
                     startedStamp: executing && task.runOperation != nil ? task.runStartedStamp : 0,
                     unfulfilled: (task as? ExternalConditionTask).map { $0.fulfilment == nil } ?? false,

@@ -115,14 +115,22 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
         prerequisites: [WorkflowTask] = [],
         keyedPrerequisites: [String: WorkflowTask] = [:]
     ) throws(OperationError) {
-        let required = task.requiredPrerequisiteKeys
-        let missing = required.isEmpty ? required : required.subtracting(keyedPrerequisites.keys)
-        if !missing.isEmpty {
+        if let missing = task.missingPrerequisiteKeys(in: keyedPrerequisites) {
             throw OperationError(.missingPrerequisiteKeys, operations: [task.name],
                                  "missing keyed prerequisites: \(missing.sorted().joined(separator: ", "))")
         }
-        let all = keyedPrerequisites.isEmpty
-            ? prerequisites : prerequisites + keyedPrerequisites.sorted { $0.key < $1.key }.map(\.value)
+        // Without keyed prerequisites the array given is used as it is (borrowed, not copied).
+        if keyedPrerequisites.isEmpty {
+            try add(task, all: prerequisites, keyed: nil)
+        } else {
+            try add(task, all: prerequisites + keyedPrerequisites.sorted { $0.key < $1.key }.map(\.value),
+                    keyed: keyedPrerequisites)
+        }
+    }
+
+    /// `add(_:prerequisites:keyedPrerequisites:)` once the keys are checked: `all` holds every
+    /// prerequisite, the keyed ones (`keyed`, `nil` if none) last.
+    private func add(_ task: WorkflowTask, all: [WorkflowTask], keyed: [String: WorkflowTask]?) throws(OperationError) {
         if all.withUnsafeBufferPointer({ Workflow.firstIndex(in: $0, where: { $0 === task }) }) != nil {
             throw OperationError(.dependencyCycle, operations: [task.name, task.name], "a task cannot be its own prerequisite")
         }
@@ -150,9 +158,10 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
             tasks.append(task)
             // A prerequisite given twice counts once: the second time, this task is already its
             // last dependent.
+            // The indices go straight into the task's (empty) list: a list built apart and then
+            // assigned cost a retain and a release even when empty.
             let index = task.index
-            var prerequisiteIndices = WorkflowIndices()
-            prerequisiteIndices.reserveCapacity(all.count)
+            task.prerequisiteIndices.reserveCapacity(all.count)
             var unfinished = 0
             var sinksLost = 0
             var finishedSinksLost = 0
@@ -161,7 +170,7 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
                     Unmanaged.passUnretained(buffer[position])._withUnsafeGuaranteedRef { prerequisite in
                         let (appended, wasSink) = prerequisite.dependentIndices.appendUnlessLast(index)
                         guard appended else { return }
-                        prerequisiteIndices.append(prerequisite.index)
+                        task.prerequisiteIndices.append(prerequisite.index)
                         let finished = prerequisite.lifecycle.state == .finished
                         if wasSink {
                             // It stops being a sink.
@@ -174,17 +183,21 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
             }
             sinkCount -= sinksLost
             finishedSinkCount -= finishedSinksLost
-            task.prerequisiteIndices = prerequisiteIndices
             task.unfinishedPrerequisites = unfinished
-            if !keyedPrerequisites.isEmpty { task.keyedPrerequisiteIndices = keyedPrerequisites.mapValues(\.index) }
+            if let keyed { task.keyedPrerequisiteIndices = keyed.mapValues(\.index) }
             sinkCount += 1
             return (nil, task.lifecycle.prerequisitesChanged(allFinished: task.unfinishedPrerequisites == 0))
         }
         if let refusal { throw refusal }
         progressChanged()
-        if becamePending, let instrument = instrumentSlot.current {
-            instrument.record(WorkflowTaskEvent(task: task, workflowName: name, from: .ready, to: .pending))
-        }
+        if becamePending, let instrument = instrumentSlot.current { recordBecamePending(task, to: instrument) }
+    }
+
+    /// Tells `instrument` that `task`, just added, became pending (kept out of line: the event's
+    /// layout is known only at run time, which every add paid for otherwise).
+    @inline(never)
+    private func recordBecamePending(_ task: WorkflowTask, to instrument: any OperationInstrument) {
+        instrument.record(WorkflowTaskEvent(task: task, workflowName: name, from: .ready, to: .pending))
     }
 
     /// The position of the first task of `buffer` for which `predicate` holds, each borrowed
@@ -286,7 +299,15 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
                 transaction.workflowFinished()
                 return
             }
-            for task in tasks where task.lifecycle.state == .ready { transaction.start(task) }
+            // Each task borrowed from the array's buffer (iterating the array retains and releases
+            // every task); `tasks` does not change meanwhile: starting adds no task.
+            tasks.withUnsafeBufferPointer { buffer in
+                for position in buffer.indices {
+                    Unmanaged.passUnretained(buffer[position])._withUnsafeGuaranteedRef { task in
+                        if task.lifecycle.state == .ready { transaction.start(task) }
+                    }
+                }
+            }
         }
     }
 
@@ -361,13 +382,16 @@ public final class Workflow: @unchecked Sendable {  // mutable state is protecte
             transaction.runnerOnThread = runner
             transaction.stamp = CoarseClock.stamp()
         }
-        lock.withLock {
-            body(&transaction)
-            if let runner = transaction.freedRunner { handNextRunLocked(to: runner, stamp: transaction.stamp) }
-            if !streams.isEmpty || !listeners.isEmpty {
-                transaction.receivers = .init(streams: Array(streams.values), listeners: Array(listeners.values))
-            }
+        // The lock is taken and released around the decisions directly, not through a closure:
+        // a closure capturing the transaction made the compiler copy it (152 bytes) afterwards.
+        // Nothing in between throws, and no code of the user's runs there.
+        lock.lock()
+        body(&transaction)
+        if let runner = transaction.freedRunner { handNextRunLocked(to: runner, stamp: transaction.stamp) }
+        if !streams.isEmpty || !listeners.isEmpty {
+            transaction.receivers = .init(streams: Array(streams.values), listeners: Array(listeners.values))
         }
+        lock.unlock()
         transaction.performEffects()
     }
 }

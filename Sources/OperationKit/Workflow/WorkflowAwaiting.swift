@@ -19,31 +19,32 @@ struct WorkflowAwaiters<Outcome: Sendable> {
     /// Resumed with the outcome, or with `nil` when the awaiter stopped waiting.
     typealias Continuation = CheckedContinuation<Outcome?, Never>
 
-    // `Dictionary()`, not `[:]`: the literal goes through `init(dictionaryLiteral:)`, a cost
-    // every task pays when it is made.
-    private var continuations = [Int: Continuation]()
+    // `nil` until the first awaiter: every task has this field, and an empty optional costs
+    // nothing to make or destroy, where an empty dictionary costs a call to release it.
+    private var continuations: [Int: Continuation]?
 
     /// How many awaiters wait.
-    var count: Int { continuations.count }
-    var isEmpty: Bool { continuations.isEmpty }
+    var count: Int { continuations?.count ?? 0 }
+    var isEmpty: Bool { continuations?.isEmpty ?? true }
 
     mutating func insert(_ continuation: Continuation, id: Int) {
-        continuations[id] = continuation
+        if continuations == nil { continuations = [Int: Continuation]() }
+        continuations![id] = continuation
         WorkflowAwaiting.registered.add(1, ordering: .relaxed)
     }
 
     /// Withdraws one awaiter; `nil` if it has already been taken out.
     mutating func remove(id: Int) -> Continuation? {
-        guard let continuation = continuations.removeValue(forKey: id) else { return nil }
+        guard let continuation = continuations?.removeValue(forKey: id) else { return nil }
         WorkflowAwaiting.registered.subtract(1, ordering: .relaxed)
         return continuation
     }
 
     /// Takes out every awaiter.
     mutating func removeAll() -> [Continuation] {
-        guard !continuations.isEmpty else { return [] }
+        guard let continuations, !continuations.isEmpty else { return [] }
         let all = Array(continuations.values)
-        continuations = [:]
+        self.continuations = nil
         WorkflowAwaiting.registered.subtract(all.count, ordering: .relaxed)
         return all
     }

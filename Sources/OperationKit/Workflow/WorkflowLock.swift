@@ -19,6 +19,14 @@ final class WorkflowLock: @unchecked Sendable {  // `workflow` is set once, befo
     /// tasks reach their workflow through it (``WorkflowTask/workflow``): one weak reference per
     /// workflow instead of one per task.
     weak var workflow: Workflow?
+    /// Whether this is the shared lock of the tasks in no workflow (``WorkflowTaskLockPointer/unattached``):
+    /// read through an unretained reference, it tells the two kinds apart without touching the
+    /// static (a `swift_once`) or retaining either lock.
+    let isShared: Bool
+
+    init(isShared: Bool = false) {
+        self.isShared = isShared
+    }
 
     @inline(__always)
     func lock() { mutex.lock() }
@@ -44,7 +52,7 @@ final class WorkflowLock: @unchecked Sendable {  // `workflow` is set once, befo
 /// The order argument above still holds: no code takes the shared lock and then another.
 struct WorkflowTaskLockPointer: ~Copyable {
     /// The lock of every task in no workflow.
-    static let unattached = WorkflowLock()
+    static let unattached = WorkflowLock(isShared: true)
     /// The lock that guards the task now: `unattached`, then its workflow's (retained).
     private let current: Atomic<Unmanaged<WorkflowLock>>
 
@@ -57,7 +65,7 @@ struct WorkflowTaskLockPointer: ~Copyable {
 
     deinit {
         let lock = current.load(ordering: .acquiring)
-        if lock.takeUnretainedValue() !== Self.unattached { lock.release() }
+        if !lock._withUnsafeGuaranteedRef({ $0.isShared }) { lock.release() }
     }
 
     /// The lock that guards the task now. Under the workflow's lock, comparing it with that lock
@@ -66,20 +74,29 @@ struct WorkflowTaskLockPointer: ~Copyable {
         current.load(ordering: .acquiring).takeUnretainedValue()
     }
 
+    /// Whether `lock` guards the task now, compared by address: neither lock is retained. Under
+    /// `lock`, this tells whether the task is in that lock's workflow.
+    @inline(__always)
+    func isGuarded(by lock: WorkflowLock) -> Bool {
+        current.load(ordering: .acquiring).toOpaque() == Unmanaged.passUnretained(lock).toOpaque()
+    }
+
     /// Runs `body` under the lock that guards the task. A lock read before the task moved is
     /// re-checked once held: the move happens under the shared lock, so once that lock is
     /// held the pointer is either still `own` (the move has not begun) or has moved (try again
     /// with the workflow's lock, which never changes).
     @inline(__always)
     func withLock<Result>(_ body: () throws -> Result) rethrows -> Result {
+        // The lock is used unretained: the shared one lives forever, and a workflow's is
+        // retained by the pointer (the task, which the caller holds, keeps it) once it moved there.
         while true {
-            let lock = current.load(ordering: .acquiring).takeUnretainedValue()
-            lock.lock()
-            if current.load(ordering: .relaxed).takeUnretainedValue() === lock {
-                defer { lock.unlock() }
+            let lock = current.load(ordering: .acquiring)
+            lock._withUnsafeGuaranteedRef { $0.lock() }
+            if current.load(ordering: .relaxed).toOpaque() == lock.toOpaque() {
+                defer { lock._withUnsafeGuaranteedRef { $0.unlock() } }
                 return try body()
             }
-            lock.unlock()
+            lock._withUnsafeGuaranteedRef { $0.unlock() }
         }
     }
 
@@ -87,9 +104,10 @@ struct WorkflowTaskLockPointer: ~Copyable {
     /// (added to a workflow before). Takes the shared lock inside the workflow's, so a reader
     /// holding it never sees a half-done move.
     func move(to lock: WorkflowLock, _ prepare: () -> Bool) -> Bool {
-        own.lock()
-        defer { own.unlock() }
-        guard current.load(ordering: .relaxed).takeUnretainedValue() === own, prepare() else { return false }
+        let shared = Unmanaged.passUnretained(own)
+        shared._withUnsafeGuaranteedRef { $0.lock() }
+        defer { shared._withUnsafeGuaranteedRef { $0.unlock() } }
+        guard current.load(ordering: .relaxed).toOpaque() == shared.toOpaque(), prepare() else { return false }
         current.store(Unmanaged.passRetained(lock), ordering: .releasing)
         return true
     }

@@ -54,23 +54,52 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     /// The task's index in its workflow.
     @exclusivity(unchecked) var index = -1
     @exclusivity(unchecked) var prerequisiteIndices = WorkflowIndices()
-    // `Dictionary()`, not `[:]`: the literal goes through `init(dictionaryLiteral:)`.
-    var keyedPrerequisiteIndices = [String: Int]()
+    /// The indices of the keyed prerequisites by key; kept as an optional, `nil` for a task
+    /// without any, which costs nothing to make or destroy (an empty dictionary costs a release).
+    var keyedPrerequisiteIndices: [String: Int] {
+        get { keyedIndices ?? [:] }
+        set { keyedIndices = newValue }
+    }
+    private var keyedIndices: [String: Int]?
     @exclusivity(unchecked) var dependentIndices = WorkflowIndices()
     @exclusivity(unchecked) var unfinishedPrerequisites = 0
     /// Whether its start is held while the workflow is suspended (``Workflow/isSuspended``).
     @exclusivity(unchecked) var isHeld = false
-    @exclusivity(unchecked) var _result: (any Sendable)?
+    /// The last finished run's result (`nil` for none).
+    var _result: (any Sendable)? {
+        @inline(__always) get { type(of: resultStorage) == WorkflowNoResult.self ? nil : resultStorage }
+        @inline(__always) set { resultStorage = newValue ?? WorkflowNoResult() }
+    }
+    /// `_result`, with ``WorkflowNoResult`` for none: a plain existential, which the task's
+    /// destruction frees with one call to its type's destroy, where an optional one first asked
+    /// the runtime whether it held a value (about 60 instructions per task, most without a result).
+    @exclusivity(unchecked) var resultStorage: any Sendable = WorkflowNoResult()
     @exclusivity(unchecked) var _error: (any Error)?
-    @exclusivity(unchecked) var _finishTime: ContinuousClock.Instant?
+    @exclusivity(unchecked) var _finishTime: WorkflowInstant?
     /// The runner executing the current run, from when it took the run; finished when the run
-    /// ends if the run's `main()` has returned (Workflow+Runners.swift).
-    @exclusivity(unchecked) var runOperation: WorkflowRunOperation?
+    /// ends if the run's `main()` has returned (Workflow+Runners.swift). Unretained: the runner
+    /// sets it itself, and the change that ends the run clears it before the runner can finish,
+    /// so while it is set the runner is an unfinished operation, which its queue retains.
+    @exclusivity(unchecked) var runOperation: Unmanaged<WorkflowRunOperation>?
     /// When the current run was started (queued for a runner) and when a runner took it
     /// (``CoarseClock`` stamps; 0 for never), for snapshots.
     @exclusivity(unchecked) var runQueuedStamp: UInt32 = 0
     @exclusivity(unchecked) var runStartedStamp: UInt32 = 0
-    weak var _delegate: (any WorkflowTaskDelegate)?
+    /// The delegate's weak reference, in a box made when a delegate is first set: a task without
+    /// one holds an empty reference instead of a weak one, which the runtime initialises,
+    /// loads on every finish and destroys.
+    @exclusivity(unchecked) var delegateBox: WorkflowTaskDelegateBox?
+    /// The delegate, held weakly (`nil` if none was set).
+    var _delegate: (any WorkflowTaskDelegate)? {
+        get { delegateBox?.delegate }
+        set {
+            if let delegateBox {
+                delegateBox.delegate = newValue
+            } else if let newValue {
+                delegateBox = WorkflowTaskDelegateBox(newValue)
+            }
+        }
+    }
     /// Swift tasks awaiting the task's outcome (WorkflowAwaiting.swift).
     var awaiters = WorkflowAwaiters<WorkflowTaskOutcome>()
     /// Its reported progress and weight (Workflow+Progress.swift).
@@ -114,6 +143,15 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     /// superclass's keys.
     open var requiredPrerequisiteKeys: Set<String> { [] }
 
+    /// The keys of ``requiredPrerequisiteKeys`` (read once) that `keyed` lacks, or `nil` if none.
+    /// A kind of task that keeps its keys overrides it to skip an empty set without copying it.
+    func missingPrerequisiteKeys(in keyed: [String: WorkflowTask]) -> Set<String>? {
+        let required = requiredPrerequisiteKeys
+        if required.isEmpty { return nil }
+        let missing = required.subtracting(keyed.keys)
+        return missing.isEmpty ? nil : missing
+    }
+
     /// Called after the task was cancelled and the workflow's events were told, before its
     /// delegate and the workflow's delegate. Runs on the thread that cancelled it, with no lock
     /// held; the run that was in progress, if any, is already over. Not called when a cancel
@@ -149,7 +187,7 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     public var error: (any Error)? { withTaskLock { _error } }
     /// When the last run finished or failed, on the continuous clock; `nil` before, and after a
     /// reset or retry.
-    public var finishTime: ContinuousClock.Instant? { withTaskLock { _finishTime } }
+    public var finishTime: ContinuousClock.Instant? { withTaskLock { _finishTime?.instant } }
     /// The workflow the task was added to; `nil` before it is added, and once that workflow has
     /// been released (a task holds its workflow weakly).
     public var containingWorkflow: Workflow? { withTaskLock { workflow } }
@@ -299,7 +337,7 @@ open class WorkflowTask: @unchecked Sendable {  // mutable state is protected by
     /// Under `workflow`'s lock: whether the task is in that workflow. Safe for any task, also one
     /// of another workflow, whose fields this lock does not guard.
     func isIn(_ workflow: Workflow) -> Bool {
-        lockPointer.lock === workflow.lock
+        lockPointer.isGuarded(by: workflow.lock)
     }
 
     /// Under the lock: the prerequisite tasks.
@@ -332,7 +370,7 @@ public struct WorkflowTaskRun: Sendable {
     ///   dependents.
     public func finish(with result: (any Sendable)?) {
         task.withWorkflowForRun { workflow, runner in
-            let now = ContinuousClock.now
+            let now = WorkflowInstant.now
             workflow.perform(onRunner: runner) { $0.finish(task, run: number, result: result, now: now) }
         }
     }
@@ -343,8 +381,42 @@ public struct WorkflowTaskRun: Sendable {
     /// - Parameter error: Why the run failed, readable as ``WorkflowTask/error``.
     public func fail(with error: any Error) {
         task.withWorkflowForRun { workflow, runner in
-            let now = ContinuousClock.now
+            let now = WorkflowInstant.now
             workflow.perform(onRunner: runner) { $0.fail(task, run: number, error: error, now: now) }
         }
     }
 }
+
+/// A `ContinuousClock.Instant` kept as its bits, for a task's finish time. The instant's type is
+/// resilient (its layout is known only at run time), so a field of that type made every access
+/// to the fields after it, the task's destruction and every store of a finish time go through
+/// the type's metadata and value witnesses; two words of plain bits cost none of that. The bits
+/// are only ever turned back into the instant they came from (`unsafeBitCast` checks the sizes).
+struct WorkflowInstant: Sendable {
+    private let bits: (UInt64, UInt64)
+
+    init(_ instant: ContinuousClock.Instant) {
+        bits = unsafeBitCast(instant, to: (UInt64, UInt64).self)
+    }
+
+    /// The current instant of the continuous clock.
+    static var now: WorkflowInstant { WorkflowInstant(.now) }
+
+    var instant: ContinuousClock.Instant {
+        unsafeBitCast(bits, to: ContinuousClock.Instant.self)
+    }
+}
+
+/// The weak reference to a task's delegate (see ``WorkflowTask/delegateBox``). Under the task's
+/// lock.
+final class WorkflowTaskDelegateBox {
+    weak var delegate: (any WorkflowTaskDelegate)?
+
+    init(_ delegate: any WorkflowTaskDelegate) {
+        self.delegate = delegate
+    }
+}
+
+/// What ``WorkflowTask/resultStorage`` holds when there is no result. Internal: a result of
+/// the user's is never of this type.
+struct WorkflowNoResult: Sendable {}

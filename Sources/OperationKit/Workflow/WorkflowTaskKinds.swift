@@ -32,6 +32,10 @@ public final class ClosureTask: WorkflowTask, @unchecked Sendable {
     /// The keys given to ``init(name:requiredPrerequisiteKeys:_:)``.
     public override var requiredPrerequisiteKeys: Set<String> { requiredKeys }
 
+    override func missingPrerequisiteKeys(in keyed: [String: WorkflowTask]) -> Set<String>? {
+        requiredKeys.isEmpty ? nil : super.missingPrerequisiteKeys(in: keyed)
+    }
+
     /// Calls the closure with ``WorkflowTask/currentRun``.
     public override func main() {
         body(currentRun)
@@ -200,7 +204,7 @@ public final class SubworkflowTask: WorkflowTask, @unchecked Sendable {
         let (unfinished, failure, cancelled) = subworkflow.lock.withLock { () -> (Bool, (any Error)?, Bool) in
             let tasks = subworkflow.tasks
             let failed = tasks.filter { $0.lifecycle.state == .failed }
-                .min { ($0._finishTime ?? .now) < ($1._finishTime ?? .now) }
+                .min { ($0._finishTime?.instant ?? .now) < ($1._finishTime?.instant ?? .now) }
             return (subworkflow.finishedCount < tasks.count, failed?._error,
                     tasks.contains { $0.lifecycle.state == .cancelled })
         }

@@ -211,7 +211,7 @@ struct WorkflowTransaction {
     /// Finishes run `run` (the current one if `nil`) of `task`.
     /// `now`: the finish time, read by the caller before the lock, so that the clock is not read
     /// with the lock held.
-    mutating func finish(_ task: WorkflowTask, run: Int?, result: (any Sendable)?, now: ContinuousClock.Instant = .now) {
+    mutating func finish(_ task: WorkflowTask, run: Int?, result: (any Sendable)?, now: WorkflowInstant = .now) {
         Self.with(workflowReference) { workflow in
             guard task.isIn(workflow), task.lifecycle.finish(run: run ?? task.lifecycle.run) else { return }
             transitioned(task, from: .executing, to: .finished)
@@ -231,7 +231,7 @@ struct WorkflowTransaction {
     }
 
     /// Fails run `run` (the current one if `nil`) of `task`.
-    mutating func fail(_ task: WorkflowTask, run: Int?, error: any Error, now: ContinuousClock.Instant = .now) {
+    mutating func fail(_ task: WorkflowTask, run: Int?, error: any Error, now: WorkflowInstant = .now) {
         Self.with(workflowReference) { workflow in
             guard task.isIn(workflow), task.lifecycle.fail(run: run ?? task.lifecycle.run) else { return }
             transitioned(task, from: .executing, to: .failed, error: error)
@@ -332,18 +332,19 @@ struct WorkflowTransaction {
     private mutating func endRun(_ task: WorkflowTask) {
         Self.with(workflowReference) { workflow in
             workflow.executingCount -= 1
-            if let operation = task.runOperation {
+            if let runner = task.runOperation {
                 task.runOperation = nil
-                let onThread = runnerOnThread.map { $0.toOpaque() == Unmanaged.passUnretained(operation).toOpaque() }
-                switch operation.endRunLocked(onThread: onThread) {
+                let onThread = runnerOnThread.map { $0.toOpaque() == runner.toOpaque() }
+                switch runner._withUnsafeGuaranteedRef({ $0.endRunLocked(onThread: onThread) }) {
                 case .finishRunner:
+                    let operation = runner.takeUnretainedValue()
                     madeRare.endedRuns.append(operation)
                     // Its runner is finished at the end of this change, even if the run's
                     // `main()` has not returned yet: runs waiting get another runner now.
                     if let replacement = workflow.runnerStoppedLocked(operation) { startedRuns.append(replacement) }
                 case .onRunner:
                     // Its next run is taken at the end of the change, under the same lock.
-                    freedRunner = Unmanaged.passUnretained(operation)
+                    freedRunner = runner
                 case .none:
                     break
                 }
