@@ -3,9 +3,9 @@
 #
 #   bash Benchmarks/callgrind.sh CONTENDER SCENARIO [COUNT]     e.g. bash Benchmarks/callgrind.sh ok s1 20000
 #
-# Runs the release benchmark binary twice under callgrind, with COUNT and 2 x COUNT operations (for s4,
-# layers of 100), and prints (instructions(2 x COUNT) - instructions(COUNT)) / COUNT: start-up and one-time
-# costs cancel. Build first: swift build -c release --package-path Benchmarks. Set PROBE_BINARY to measure
+# Runs the release benchmark binary under callgrind, with COUNT and 2 x COUNT operations (for s4, layers of
+# 100), and prints (instructions(2 x COUNT) - instructions(COUNT)) / COUNT: start-up and one-time costs
+# cancel. Build first: swift build -c release --package-path Benchmarks. Set PROBE_BINARY to measure
 # another build (another tree's Benchmarks/.build/release/OperationKitBenchmarks).
 set -euo pipefail
 contender=$1
@@ -14,10 +14,20 @@ count=${3:-20000}
 binary=${PROBE_BINARY:-"$(dirname "$0")/.build/release/OperationKitBenchmarks"}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+# The largest of RUNS counts (default 3) at each size: a workflow's or an async operation's last
+# objects are freed by a worker thread after the caller's wait returned, and the process may exit
+# before or after that teardown; the largest count is the one that includes it, as every count of
+# a ClosureOperation run does.
+runs=${RUNS:-3}
 total() {
-    valgrind --tool=callgrind --callgrind-out-file="$out/$1.out" "$binary" --probe "$contender" "$scenario" "$1" \
-        > /dev/null 2> "$out/$1.log" || { cat "$out/$1.log" >&2; exit 1; }
-    grep -m1 -E '^(summary|totals):' "$out/$1.out" | awk '{ print $2 }'
+    best=0
+    for _ in $(seq "$runs"); do
+        valgrind --tool=callgrind --callgrind-out-file="$out/$1.out" "$binary" --probe "$contender" "$scenario" "$1" \
+            > /dev/null 2> "$out/$1.log" || { cat "$out/$1.log" >&2; exit 1; }
+        count=$(grep -m1 -E '^(summary|totals):' "$out/$1.out" | awk '{ print $2 }')
+        if [ "$count" -gt "$best" ]; then best=$count; fi
+    done
+    echo "$best"
 }
 small=$(total "$count")
 large=$(total $((2 * count)))
