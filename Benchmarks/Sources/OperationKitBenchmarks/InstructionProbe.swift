@@ -19,17 +19,10 @@ func runInstructionProbe(_ arguments: [String]) -> Never {
     guard arguments.count == 3, let count = Int(arguments[2]), count > 1 else {
         fail(usage)
     }
-    guard let scenario = probeScenario(arguments[1]) else { fail(usage) }
-    switch arguments[0] {
-    case "ok": probe(scenario, on: OperationKitContender.self, count: count)
-    case "procedure": probe(scenario, on: ProcedureContender.self, count: count)
-    case "bare": probe(scenario, on: BareProcedureContender.self, count: count)
-    case "async": probe(scenario, on: AsyncOperationContender.self, count: count)
-    case "workflow": probe(scenario, on: WorkflowContender.self, count: count)
-    case "dispatch": probe(scenario, on: DispatchContender.self, count: count)
-    case "minimal": probe(scenario, on: MinimalContender.self, count: count)
-    default: fail(usage)
+    guard let scenario = probeScenario(arguments[1]), let contender = probeContender(arguments[0]) else {
+        fail(usage)
     }
+    probe(scenario, on: contender, count: count)
     exit(0)
 }
 
@@ -61,18 +54,21 @@ func runPair(_ arguments: [String], sizes: Sizes) -> Never {
     else {
         fail(usage)
     }
-    guard let first = probeRunner(arguments[0], scenario, sizes),
-        let second = probeRunner(arguments[1], scenario, sizes)
-    else {
+    guard let first = probeContender(arguments[0]), let second = probeContender(arguments[1]) else {
         fail(usage)
     }
-    _ = first()
-    _ = second()
+    for contender in [first, second] where scenario.needsCancellation && !contender.supportsCancellation {
+        fail("\(contender.name) cannot run \(scenario)")
+    }
+    let runFirst = { scenario.run(on: first, sizes: sizes) }
+    let runSecond = { scenario.run(on: second, sizes: sizes) }
+    _ = runFirst()
+    _ = runSecond()
     var firstTimes: [Double] = []
     var secondTimes: [Double] = []
     for _ in 0..<runs {
-        firstTimes.append(first())
-        secondTimes.append(second())
+        firstTimes.append(runFirst())
+        secondTimes.append(runSecond())
     }
     let plan = Plan(warmUp: true, runs: runs)
     let firstMedian = summarize(arguments[0], firstTimes, plan: plan)
@@ -94,17 +90,16 @@ private func probeScenario(_ name: String) -> Scenario? {
     }
 }
 
-private func probeRunner(_ name: String, _ scenario: Scenario, _ sizes: Sizes) -> (() -> Double)? {
+/// The contender a probe's argument names (`--probe`, `--pair`).
+private func probeContender(_ name: String) -> (any Contender.Type)? {
     switch name {
-    case "ok": return { scenario.run(on: OperationKitContender.self, sizes: sizes) }
-    case "procedure": return { scenario.run(on: ProcedureContender.self, sizes: sizes) }
-    case "bare": return { scenario.run(on: BareProcedureContender.self, sizes: sizes) }
-    case "async": return { scenario.run(on: AsyncOperationContender.self, sizes: sizes) }
-    case "workflow": return { scenario.run(on: WorkflowContender.self, sizes: sizes) }
-    case "dispatch": return { scenario.run(on: DispatchContender.self, sizes: sizes) }
-    case "minimal":
-        if scenario.needsCancellation { return nil }
-        return { scenario.run(on: MinimalContender.self, sizes: sizes) }
+    case "ok": return OperationKitContender.self
+    case "procedure": return ProcedureContender.self
+    case "bare": return BareProcedureContender.self
+    case "async": return AsyncOperationContender.self
+    case "workflow": return WorkflowContender.self
+    case "dispatch": return DispatchContender.self
+    case "minimal": return MinimalContender.self
     default: return nil
     }
 }
