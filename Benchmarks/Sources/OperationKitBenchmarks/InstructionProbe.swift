@@ -42,8 +42,9 @@ private func probe<C: Contender>(_ scenario: Scenario, on contender: C.Type, cou
 }
 
 // `[--quick] --pair CONTENDER CONTENDER SCENARIO RUNS`: two contenders on one scenario, taking turns
-// run by run after one warm-up each; prints both medians and their ratio (second / first). For a quick
-// check of one ratio of the table without running the whole benchmark.
+// run by run after one warm-up each; prints both medians and their ratio (second / first), then the
+// median and the middle half of the rounds' own ratios. For a quick check of one ratio of the table
+// without running the whole benchmark.
 
 /// Runs the pair the arguments ask for, or stops the process with the usage.
 func runPair(_ arguments: [String], sizes: Sizes) -> Never {
@@ -74,6 +75,13 @@ func runPair(_ arguments: [String], sizes: Sizes) -> Never {
     let firstMedian = summarize(arguments[0], firstTimes, plan: plan)
     let secondMedian = summarize(arguments[1], secondTimes, plan: plan)
     report("\(scenario.title(sizes)): \(arguments[1]) / \(arguments[0]) = \(format(secondMedian / firstMedian))")
+    // Each run of the second against the first run just before it: a burst of load from elsewhere
+    // that slows one round moves one ratio, not both medians.
+    let ratios = zip(secondTimes, firstTimes).map { $0 / $1 }.sorted()
+    let quarter = ratios.count / 4
+    report(
+        "  per-round ratios: median \(format(median(ratios))), middle half "
+            + "\(format(ratios[quarter]))–\(format(ratios[ratios.count - 1 - quarter]))")
     exit(0)
 }
 

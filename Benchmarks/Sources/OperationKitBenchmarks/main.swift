@@ -13,6 +13,7 @@
 //   OperationKitBenchmarks --layers [--quick]                                        only S4 with layers (against task groups)
 //   OperationKitBenchmarks --probe CONTENDER SCENARIO COUNT                          one untimed run, for callgrind (callgrind.sh)
 //   OperationKitBenchmarks [--quick] --pair CONTENDER CONTENDER SCENARIO RUNS         two contenders, one scenario, their ratio
+//   OperationKitBenchmarks [--quick] --phases RUNS                                   S1 batched split into the caller's phases
 //
 // Every run is checked (bodies executed, dependency order, states reached); any wrong result exits with status 1.
 
@@ -128,6 +129,9 @@ if let flag = arguments.firstIndex(of: "--probe") {
 if let flag = arguments.firstIndex(of: "--pair") {
     runPair(Array(arguments[(flag + 1)...]), sizes: sizes)
 }
+if let flag = arguments.firstIndex(of: "--phases") {
+    runPhases(Array(arguments[(flag + 1)...]), sizes: sizes)
+}
 let onlyStateMachine = arguments.contains("--state-machine")
 let onlyWorkflow = arguments.contains("--workflow")
 let onlyAsync = arguments.contains("--async")
@@ -137,7 +141,7 @@ let onlyMemory = arguments.contains("--memory")
 let onlyLayers = arguments.contains("--layers")
 let knownArguments: Set<String> = ["--quick", "--state-machine", "--workflow", "--async", "--independent", "--instrument", "--memory", "--layers"]
 for argument in arguments where !knownArguments.contains(argument) {
-    fail("unknown argument \(argument); usage: OperationKitBenchmarks [--quick] [--state-machine] [--workflow] [--async] [--independent] [--instrument] [--memory] [--layers] [--peak-rss MODE] [--probe CONTENDER SCENARIO COUNT] [--pair CONTENDER CONTENDER SCENARIO RUNS]")
+    fail("unknown argument \(argument); usage: OperationKitBenchmarks [--quick] [--state-machine] [--workflow] [--async] [--independent] [--instrument] [--memory] [--layers] [--peak-rss MODE] [--probe CONTENDER SCENARIO COUNT] [--pair CONTENDER CONTENDER SCENARIO RUNS] [--phases RUNS]")
 }
 
 let wallClock = ContinuousClock.now
