@@ -78,7 +78,8 @@ extension ConcurrentOperationQueue {
     func runStep(first: ConcurrentOperation?) -> Bool {
         CurrentQueue.with(self) {
             guard let operation = first ?? lock.withLock({ nextOrReleaseSlot() }) else { return false }
-            if let next = runTaken(operation) { startWorker(with: next) }
+            var lookup = NextLookup(mayLinger: false)
+            if let next = runTaken(operation, lookup: &lookup) { startWorker(with: next) }
             return true
         }
     }

@@ -1,5 +1,13 @@
 import Dispatch
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 // The scheduler: claiming and linking operations, the ready lists, worker loops and the
 // concurrency slots they hold, and what happens when an operation finishes. See the section
 // "How scheduling stays O(1)" of Documentation/Architecture.md.
@@ -317,10 +325,13 @@ extension ConcurrentOperationQueue {
     }
 
     /// Under `lock`: claims slots for new workers, one per ready entry not already covered by a
-    /// worker that is about to look for work, up to the limit.
+    /// worker that is about to look for work (`returningWorkers`, and the idle workers, which it
+    /// wakes), up to the limit.
     func reserveWorkers(returningWorkers: Int = 0) -> Int {
         if _isSuspended || ready.isEmpty { return 0 }
-        let spawn = min(ready.count - returningWorkers, _maxConcurrentOperationCount - activeSlots)
+        if idleWorkers > 0 { idleWake.wrappingAdd(1, ordering: .relaxed) }
+        let spawn = min(
+            ready.count - returningWorkers - idleWorkers, _maxConcurrentOperationCount - activeSlots)
         guard spawn > 0 else { return 0 }
         activeSlots += spawn
         return spawn
@@ -344,6 +355,10 @@ extension ConcurrentOperationQueue {
     /// parked so far: so an operation is released by the next add, by the 64th finish after it,
     /// by the finish that empties the queue, or when its worker runs out of work.
     ///
+    /// With nothing ready it does not leave at once: on the global queues it waits a moment as an
+    /// idle worker (see `linger(since:)`), so that operations added one at a time, each a little
+    /// after the last, find it there instead of each starting a new worker.
+    ///
     /// After `workerTurn` operations with more ready — or sooner, after an operation that did a
     /// turn's work of its own and asked for it (`workerMakeWay`: a workflow's runner) — it goes to
     /// the back of its dispatch queue
@@ -358,12 +373,20 @@ extension ConcurrentOperationQueue {
         // The next operation, if the worker makes way, with a retain for the next turn (this
         // turn's references to it end with the closure).
         let handOff = CurrentQueue.with(self) { () -> Unmanaged<ConcurrentOperation>? in
-            var next = handedOff?.takeRetainedValue() ?? lock.withLock { nextOrReleaseSlot() }
+            var lookup = NextLookup(mayLinger: underlyingQueue == nil)
+            var next = handedOff?.takeRetainedValue() ?? lock.withLock { nextLocked(&lookup) }
             var turn = Self.workerTurn
-            while let operation = next {
-                next = runTaken(operation, parks: true)
+            while true {
+                if next == nil, let since = lookup.idleSince {
+                    lookup.idleSince = nil
+                    next = linger(since: since)
+                }
+                guard let operation = next else { break }
+                next = runTaken(operation, parks: true, lookup: &lookup)
                 turn &-= 1
-                if turn == 0 || workerMakeWay.load(ordering: .relaxed), let next {
+                // `<=`: a turn may end while the worker is idle, with no next operation to hand
+                // off; it makes way after the first operation it runs once it is back.
+                if turn <= 0 || workerMakeWay.load(ordering: .relaxed), let next {
                     workerMakeWay.store(false, ordering: .relaxed)
                     return Unmanaged.passRetained(next)
                 }
@@ -386,16 +409,18 @@ extension ConcurrentOperationQueue {
     /// operation for that slot, or `nil` once the slot went back (or to the operation, which
     /// finishes after `execute()` returned). One worker step, shared by the Dispatch workers'
     /// loop and the executor's jobs (`runStep(first:)`).
+    ///
+    /// `lookup`: how the worker looks for its next operation (whether it may become idle).
     @inline(__always)
-    func runTaken(_ operation: ConcurrentOperation, parks: Bool = false) -> ConcurrentOperation? {
+    func runTaken(_ operation: ConcurrentOperation, parks: Bool = false, lookup: inout NextLookup) -> ConcurrentOperation? {
         switch operation.runOnWorker(of: self) {
         case .keepSlot:
-            return lock.withLock { nextOrReleaseSlot() }
+            return lock.withLock { nextLocked(&lookup) }
         case .finishedOnWorker(let newlyReady):
             let (effects, next) = lock.withLock { () -> (RemovalEffects, ConcurrentOperation?) in
                 let effects = removeLocked(
                     operation, releasesSlot: false, newlyReady: newlyReady, returningWorkers: 1, parks: parks)
-                return (effects, nextOrReleaseSlot())
+                return (effects, nextLocked(&lookup))
             }
             apply(effects, finished: operation)
             return next
@@ -403,6 +428,63 @@ extension ConcurrentOperationQueue {
             return nil
         }
     }
+
+    /// How a worker looks for its next operation when none is ready: whether it may wait a moment
+    /// as an idle worker, and, once it is one, the `idleWake` count it watches.
+    struct NextLookup {
+        /// Only a Dispatch worker on a global queue: on a queue of the caller's (a serial one, the
+        /// main queue) it would hold up that queue's other work while it waits.
+        let mayLinger: Bool
+        var idleSince: UInt?
+
+        init(mayLinger: Bool) {
+            self.mayLinger = mayLinger
+        }
+    }
+
+    /// Under `lock`: the next operation to run, or `nil` — after giving the worker's slot back, or,
+    /// if `lookup` allows and the queue could run one (not suspended, within its limit), after
+    /// making the worker idle (`lookup.idleSince` set; see ``linger(since:)``).
+    @inline(__always)
+    func nextLocked(_ lookup: inout NextLookup) -> ConcurrentOperation? {
+        if lookup.mayLinger && !_isSuspended && activeSlots <= _maxConcurrentOperationCount {
+            if let operation = ready.pop() { return operation }
+            idleWorkers += 1
+            lookup.idleSince = idleWake.load(ordering: .relaxed)
+            return nil
+        }
+        return nextOrReleaseSlot()
+    }
+
+    /// An idle worker (see ``nextLocked(_:)``) waits a moment for ready work: it yields its thread
+    /// up to `lingerYields` times while `idleWake` stays at `since`, then takes the lock once,
+    /// stops being idle, and takes the next ready operation or gives its slot back.
+    ///
+    /// Operations added one at a time, each made while the workers run the last, otherwise find no
+    /// worker: each worker leaves as soon as it has caught up, and the next add starts a new one — a
+    /// Dispatch job, a thread to wake and a lookup of the queue's lock, for a single operation (up
+    /// to one worker per operation; see Performance.md, issue 17's ninth round). Yielding, not
+    /// spinning: on a machine with as many busy threads as cores, a spinning worker would take
+    /// the core of the thread that is adding the work it waits for.
+    ///
+    /// A reserved slot is never held for long: at most `lingerYields` yields, and an operation that
+    /// becomes ready meanwhile wakes it (`reserveWorkers` counts idle workers as coming, so it
+    /// starts none for that operation).
+    private func linger(since: UInt) -> ConcurrentOperation? {
+        var yields = 0
+        while yields < Self.lingerYields && idleWake.load(ordering: .relaxed) == since {
+            sched_yield()
+            yields += 1
+        }
+        return lock.withLock {
+            idleWorkers -= 1
+            return nextOrReleaseSlot()
+        }
+    }
+
+    /// How many times an idle worker yields its thread before it gives its slot back (see
+    /// ``linger(since:)``).
+    static let lingerYields = 8
 
     /// Under `lock`: the next operation to run, or `nil` after giving the worker's slot back.
     func nextOrReleaseSlot() -> ConcurrentOperation? {

@@ -61,8 +61,16 @@ public final class ConcurrentOperationQueue {
     /// after `workerTurn` operations (see `runWorker(handedOff:)`). Another worker of the queue
     /// may see it first and make way instead, which does no harm.
     let workerMakeWay = Atomic<Bool>(false)
-    /// Concurrency slots in use: workers looking for work plus operations executing.
+    /// Concurrency slots in use: workers looking for work (idle ones included) plus operations
+    /// executing.
     @exclusivity(unchecked) var activeSlots = 0
+    /// Dispatch workers that found no ready operation and wait a moment for one, still holding
+    /// their slots (see `linger(since:)`). New ready work goes to them before new workers start.
+    /// Protected by `lock`.
+    @exclusivity(unchecked) var idleWorkers = 0
+    /// Bumped, under `lock`, when operations become ready while workers are idle; the idle
+    /// workers watch it without the lock.
+    let idleWake = Atomic<UInt>(0)
     @exclusivity(unchecked) var ready = ReadyList()
     /// All operations in the queue that have not finished, linked through `queueNext`. The list
     /// holds one retain on each (taken in `insert`, given back in `operationDidFinish`), and the
