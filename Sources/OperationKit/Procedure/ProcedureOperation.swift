@@ -209,7 +209,9 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     }
 
     /// ``init(name:hookEvents:)`` with conditions and observers (see
-    /// ``init(name:conditions:observers:)``).
+    /// ``init(name:conditions:observers:)``). (Inlined, with `InitialAttachments.make`, into the
+    /// initialisers of the subclasses: their constant arguments — no outcome — fold.)
+    @inline(__always)
     init(
         name: String?, hookEvents: ProcedureEventKinds, outcome: ProcedureOutcome? = nil,
         conditions: borrowing [any OperationCondition], observers: borrowing [any OperationObserver]
