@@ -319,6 +319,9 @@ enum InitialAttachments {
         observedEvents: ProcedureEventKinds, complete: Bool
     )
 
+    /// (Inlined into the initialisers: the seven results stay in registers, not packed into a
+    /// returned tuple and unpacked.)
+    @inline(__always)
     static func make(_ conditions: borrowing [any OperationCondition], _ observers: borrowing [any OperationObserver]) -> Stored {
         let conditionCount = conditions.count, observerCount = observers.count
         if conditionCount == 0 && observerCount == 0 { return (.none, 0, 0, .none, 0, [], true) }

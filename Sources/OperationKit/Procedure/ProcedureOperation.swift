@@ -45,13 +45,57 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     // related facts is one value type whose cases leave out the impossible combinations (see
     // ProcedureStateValues.swift). They are declared in the order that packs them tightest (a
     // class lays its fields out in declaration order, and a pending procedure's size matters: see
-    // Benchmarks): the word-aligned ones first (the enums among them are one word each), then
-    // the one-byte ones, the 4-byte-aligned ones, and the one-byte ones that fill the last
-    // word — 80 bytes after the operation's.
+    // Benchmarks) and keeps what a queue's claim touches next to the operation's own fields: the
+    // one-byte and 4-byte-aligned ones first — among them the lifecycle, the flags and the
+    // condition kinds that `didClaim` reads and writes, right after the operation's `readiness`
+    // and queue bytes (another cache line otherwise, for every procedure a batch add claims) —
+    // then the word-aligned ones (the enums among them are one word each, `eventDelivery` two):
+    // 80 bytes after the operation's.
+    @exclusivity(unchecked) var procedureLifecycle = ProcedureLifecycle()
+    @exclusivity(unchecked) var flags: ProcedureFlags = []
+    /// The kinds of condition added (``ConditionKinds`` bits). Written under the lock; read
+    /// without it too (bits are only ever set): whether any condition was added — if not, the
+    /// worker that takes the procedure need not look under the lock (see `prepareToRun`) — and
+    /// whether one that may make a dependency was (any but a ``ClosureCondition``) — if not, the
+    /// queue's add need not look (see `conditionDependenciesToEnqueue`).
+    let conditionKinds: Atomic<UInt8>
+    /// The events some observer listens to (the union of their `observedEvents`).
+    @exclusivity(unchecked) var observedEvents: ProcedureEventKinds = []
+    /// The events the class's hooks (`procedureWillExecute()`…) need; every kind unless a
+    /// subclass of this module says it overrides none (``ClosureProcedure``…). Set in `init`,
+    /// never changed afterwards: read without the lock too.
+    @exclusivity(unchecked) var hookEvents: ProcedureEventKinds = .all
+    /// The procedure's ``MutuallyExclusive`` categories: asked for (so a cancel may withdraw), held.
+    @exclusivity(unchecked) var exclusivity = ExclusivityProgress.none
+    @exclusivity(unchecked) var conditionTotal: Int32 = 0
+    @exclusivity(unchecked) var observerTotal: Int32 = 0
+    /// `produce(_:)` calls adding their operation now; a finish meanwhile waits for them.
+    @exclusivity(unchecked) var produceProgress = ProduceProgress.none
+    /// See `didComplete`. Not under the lock: written in the finish step, read by the same thread.
+    @exclusivity(unchecked) var finishedDirectly = DirectFinishSlot()
+    /// See `performExecute`. Not under the lock: written in the start step, read by that thread.
+    @exclusivity(unchecked) var startedInBaseStep = StartSlot.none
+    /// Whether did execute was told (or queued). Written under the lock; read without it too (it
+    /// only ever becomes `true`).
+    let didExecuteTold = Atomic<Bool>(false)
+    /// Whether an observer with an event queue was added (see EventMailbox.swift). Written under
+    /// the lock; read without it too (it only ever becomes `true`).
+    let hasEventQueueObservers = Atomic<Bool>(false)
     /// The errors, the diagnostics and a ``ResultProcedure``'s output (see `ProcedureOutcome`),
     /// `nil` while there are none (most procedures: one word instead of three, nothing to let go
     /// of).
-    @exclusivity(unchecked) var outcome: ProcedureOutcome?
+    var outcome: ProcedureOutcome? {
+        @inline(__always) get { outcomeReference?.takeUnretainedValue() }
+        set {
+            let old = outcomeReference
+            outcomeReference = newValue.map { Unmanaged.passRetained($0) }
+            old?.release()
+        }
+    }
+    /// `outcome`'s storage: a retained reference, or `nil`. Unmanaged, as `conditionExtras`'s, so
+    /// that the deinitialiser lets go of both after one test (see `deinit`) rather than with a
+    /// release call each, which a finished procedure — both `nil` — paid for nothing.
+    @exclusivity(unchecked) private var outcomeReference: Unmanaged<ProcedureOutcome>?
     /// The conditions: the first in one word (most procedures have at most one, a
     /// ``ClosureCondition``: no array to allocate and free), the others in `conditionExtras`;
     /// `conditionTotal` counts them. Copied out under the lock to be called.
@@ -62,41 +106,20 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     @exclusivity(unchecked) var firstObserver: FirstObserver
     /// What goes beyond the usual single `ClosureCondition` and single observer (see
     /// `ConditionExtras`): made only when needed.
-    @exclusivity(unchecked) var conditionExtras: ConditionExtras?
+    var conditionExtras: ConditionExtras? {
+        @inline(__always) get { conditionExtrasReference?.takeUnretainedValue() }
+        set {
+            let old = conditionExtrasReference
+            conditionExtrasReference = newValue.map { Unmanaged.passRetained($0) }
+            old?.release()
+        }
+    }
+    /// `conditionExtras`'s storage: a retained reference, or `nil` (see `outcomeReference`).
+    @exclusivity(unchecked) private var conditionExtrasReference: Unmanaged<ConditionExtras>?
     /// Who delivers the events, and those waiting for delivery.
     @exclusivity(unchecked) var eventDelivery = EventDelivery.idle
     /// The evaluation of the conditions, while it runs (see `evaluateOne`, `drive`).
     @exclusivity(unchecked) var conditionProgress = ConditionProgress.none
-    @exclusivity(unchecked) var procedureLifecycle = ProcedureLifecycle()
-    @exclusivity(unchecked) var flags: ProcedureFlags = []
-    /// The events some observer listens to (the union of their `observedEvents`).
-    @exclusivity(unchecked) var observedEvents: ProcedureEventKinds = []
-    /// The events the class's hooks (`procedureWillExecute()`…) need; every kind unless a
-    /// subclass of this module says it overrides none (``ClosureProcedure``…). Set in `init`,
-    /// never changed afterwards: read without the lock too.
-    @exclusivity(unchecked) var hookEvents: ProcedureEventKinds = .all
-    /// The procedure's ``MutuallyExclusive`` categories: asked for (so a cancel may withdraw), held.
-    @exclusivity(unchecked) var exclusivity = ExclusivityProgress.none
-    /// See `didComplete`. Not under the lock: written in the finish step, read by the same thread.
-    @exclusivity(unchecked) var finishedDirectly = DirectFinishSlot()
-    @exclusivity(unchecked) var conditionTotal: Int32 = 0
-    @exclusivity(unchecked) var observerTotal: Int32 = 0
-    /// `produce(_:)` calls adding their operation now; a finish meanwhile waits for them.
-    @exclusivity(unchecked) var produceProgress = ProduceProgress.none
-    /// See `performExecute`. Not under the lock: written in the start step, read by that thread.
-    @exclusivity(unchecked) var startedInBaseStep = StartSlot.none
-    /// The kinds of condition added (``ConditionKinds`` bits). Written under the lock; read
-    /// without it too (bits are only ever set): whether any condition was added — if not, the
-    /// worker that takes the procedure need not look under the lock (see `prepareToRun`) — and
-    /// whether one that may make a dependency was (any but a ``ClosureCondition``) — if not, the
-    /// queue's add need not look (see `conditionDependenciesToEnqueue`).
-    let conditionKinds: Atomic<UInt8>
-    /// Whether did execute was told (or queued). Written under the lock; read without it too (it
-    /// only ever becomes `true`).
-    let didExecuteTold = Atomic<Bool>(false)
-    /// Whether an observer with an event queue was added (see EventMailbox.swift). Written under
-    /// the lock; read without it too (it only ever becomes `true`).
-    let hasEventQueueObservers = Atomic<Bool>(false)
 
     /// Creates a procedure. Subclasses override ``ConcurrentOperation/execute()``.
     ///
@@ -106,6 +129,18 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
         firstObserver = .none
         conditionKinds = Atomic(0)
         super.init(name: name)
+    }
+
+    deinit {
+        // (One test for the two side objects, usually both `nil`.)
+        if outcomeReference != nil || conditionExtrasReference != nil { releaseSideObjects() }
+    }
+
+    /// The rest of `deinit`, when the procedure has an outcome or condition extras.
+    @inline(never)
+    private func releaseSideObjects() {
+        outcomeReference?.release()
+        conditionExtrasReference?.release()
     }
 
     /// Creates a procedure with its conditions and observers: the same as calling
@@ -166,7 +201,7 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// release of the new procedure).
     init(name: String?, hookEvents: ProcedureEventKinds, outcome: ProcedureOutcome? = nil) {
         self.hookEvents = hookEvents
-        self.outcome = outcome
+        outcomeReference = outcome.map { Unmanaged.passRetained($0) }
         firstCondition = .none
         firstObserver = .none
         conditionKinds = Atomic(0)
@@ -174,13 +209,15 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     }
 
     /// ``init(name:hookEvents:)`` with conditions and observers (see
-    /// ``init(name:conditions:observers:)``).
+    /// ``init(name:conditions:observers:)``). (Inlined, with `InitialAttachments.make`, into the
+    /// initialisers of the subclasses: their constant arguments — no outcome — fold.)
+    @inline(__always)
     init(
         name: String?, hookEvents: ProcedureEventKinds, outcome: ProcedureOutcome? = nil,
         conditions: borrowing [any OperationCondition], observers: borrowing [any OperationObserver]
     ) {
         self.hookEvents = hookEvents
-        self.outcome = outcome
+        outcomeReference = outcome.map { Unmanaged.passRetained($0) }
         // The usual case (see `InitialAttachments`) is stored before the base initialiser, like
         // `hookEvents`: after it, every call on the new procedure costs a retain and a release.
         let (condition, conditionTotal, kinds, observer, observerTotal, events, complete) =

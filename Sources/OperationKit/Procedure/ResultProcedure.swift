@@ -52,7 +52,8 @@ open class ResultProcedure<Output: Sendable>: ProcedureOperation, @unchecked Sen
         super.init(name: name, hookEvents: hookEvents, outcome: outcome)
     }
 
-    /// See `ProcedureOperation.init(name:hookEvents:conditions:observers:)`.
+    /// See `ProcedureOperation.init(name:hookEvents:conditions:observers:)` (inlined as it is).
+    @inline(__always)
     override init(
         name: String?, hookEvents: ProcedureEventKinds, outcome: ProcedureOutcome? = nil,
         conditions: borrowing [any OperationCondition], observers: borrowing [any OperationObserver]

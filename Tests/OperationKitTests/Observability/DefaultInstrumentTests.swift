@@ -83,7 +83,10 @@ struct DefaultInstrumentTests {
 
     @Test("a group made while a default is set, added to a queue without an instrument: nobody is told its children")
     func groupInAnUninstrumentedQueue() throws {
-        let installed = RecordingInstrument()
+        // (Its own events only, as every default these tests install: a plain recorder kept the
+        // events — and so the operations — of other tests' operations cancelled in no queue
+        // meanwhile, and a test waiting for one of them to be freed failed.)
+        let installed = OwnEventsRecorder()
         OperationInstrumentation.default = nil
         let queue = ConcurrentOperationQueue(name: "not instrumented")
         OperationInstrumentation.default = installed
