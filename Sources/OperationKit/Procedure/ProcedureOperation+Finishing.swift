@@ -440,11 +440,12 @@ extension ProcedureOperation {
         // this thread's now (see `markReleasedLocked`).
         if direct.tellHooksAndObservers {
             // Finished: the errors no longer change (every write to them checks the state first).
-            // None, the usual case: the shared empty array, borrowed (no retain and release).
+            // None, the usual case: the empty array literal (the runtime's empty array storage,
+            // loaded without a retain and without the `swift_once` a global `let` costs).
             if let errors = errorList {
                 tellDidFinish(errors, hasObservers: direct.hasObservers)
             } else {
-                tellDidFinish(noErrors, hasObservers: direct.hasObservers)
+                tellDidFinish([], hasObservers: direct.hasObservers)
             }
         }
         let mailboxes = takingMailboxes && direct.hasObservers ? eventMailboxes() : []
@@ -528,6 +529,3 @@ extension ProcedureOperation {
         signal?.fire()
     }
 }
-
-/// No errors: the empty array, shared (passed borrowed, it costs no retain and release).
-private let noErrors: [any Error] = []
