@@ -511,7 +511,13 @@ extension ProcedureOperation {
         switch conditionProgress {
         case .several, .oneSatisfiedWhileStarting, .oneIgnoredWhileStarting, .oneFailedWhileStarting:
             conditionProgress = .none
-        case .none, .oneStarting, .oneStarted, .decided: break
+        case .oneLent:
+            // A worker still asks the condition lent by `firstCondition` (cancelled meanwhile, and
+            // finished by another worker): moved out for that worker to let go of once done.
+            // (Moved, not released: this is not its last reference.)
+            if case .closure(let condition) = firstCondition { conditionProgress = .oneLentAfterFinish(condition) }
+            firstCondition = .none
+        case .none, .oneStarting, .oneStarted, .decided, .oneLentAfterFinish: break
         }
         return observers
     }
