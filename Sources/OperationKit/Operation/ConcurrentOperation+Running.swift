@@ -155,6 +155,7 @@ extension ConcurrentOperation {
                 // A cancel abandoned the evaluation of its conditions (and put it back in its
                 // queue), or started by someone else (a queue refuses `start()` by hand, so that
                 // does not happen): nothing ran and the worker keeps its slot.
+                if preparation == .startSatisfyingConditions { startRefusedAfterConditions() }
                 return .keepSlot
             }
             if let deferred = deferredReady {

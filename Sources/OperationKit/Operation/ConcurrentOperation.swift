@@ -373,6 +373,12 @@ open class ConcurrentOperation {
     /// start. Must not call out.
     func conditionsSatisfiedLocked() -> Bool { true }
 
+    /// Without the lock, after the start step refused a start prepared with
+    /// ``RunPreparation/startSatisfyingConditions``: what the evaluation left to this worker (a
+    /// procedure lets go of a condition it lent; see
+    /// `ProcedureOperation.prepareSingleClosureCondition`).
+    func startRefusedAfterConditions() {}
+
     /// Under `lock`, in the start step after ``RunPreparation/startWithoutConditions``: moves
     /// the operation past its dependencies if it still has no condition to evaluate (none, or
     /// cancelled). Returns `false`, changing nothing, if it has one: it does not

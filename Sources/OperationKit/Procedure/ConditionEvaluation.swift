@@ -266,6 +266,21 @@ enum FirstCondition {
         case .boxed(let box): box.condition
         }
     }
+
+    /// Whether it is a ``ClosureCondition``.
+    @inline(__always)
+    var isClosure: Bool {
+        if case .closure = self { return true }
+        return false
+    }
+
+    /// A ``ClosureCondition``'s one reference, not retained (see
+    /// ``ClosureCondition/unretainedStorage``); `nil` for any other.
+    @inline(__always)
+    var unretainedClosureStorage: Unmanaged<ClosureCondition.Storage>? {
+        if case .closure(let closure) = self { return closure.unretainedStorage }
+        return nil
+    }
 }
 
 /// A procedure's first observer, in one word, like ``FirstCondition``: a ``ClosureObserver``

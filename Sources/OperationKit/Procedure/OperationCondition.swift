@@ -133,7 +133,7 @@ extension OperationCondition where Self: AnyObject {
 public struct ClosureCondition: OperationCondition, CustomStringConvertible {
     /// The name, the dependencies and the closure, in one object: the condition is one
     /// reference, so an `any OperationCondition` holds it inline (no box per conversion).
-    private final class Storage: Sendable {
+    final class Storage: Sendable {
         /// The name given, or `nil`: the default name is made when first asked for.
         let givenName: String?
         let fileID: StaticString
@@ -203,5 +203,17 @@ public struct ClosureCondition: OperationCondition, CustomStringConvertible {
     /// The closure's answer (a procedure with this one condition asks it directly).
     public func _evaluateImmediately(for procedure: ProcedureOperation) -> ConditionResult? {
         storage.decide(procedure)
+    }
+
+    /// Its one reference, not retained: for a caller that keeps the condition alive meanwhile
+    /// (see `ProcedureOperation.prepareSingleClosureCondition`).
+    @inline(__always)
+    var unretainedStorage: Unmanaged<Storage> { Unmanaged.passUnretained(storage) }
+
+    /// The closure's answer, asked through a reference that the caller keeps alive (see
+    /// ``unretainedStorage``): no retain and release of the condition.
+    @inline(__always)
+    static func decide(lent storage: Unmanaged<Storage>, for procedure: ProcedureOperation) -> ConditionResult {
+        storage._withUnsafeGuaranteedRef { $0.decide(procedure) }
     }
 }

@@ -48,12 +48,20 @@ extension ProcedureOperation {
 
     /// ``prepareConditions(queue:instrumented:)`` for the usual procedure with conditions, on a
     /// run without an instrument: one ``ClosureCondition`` without dependencies (all that
-    /// `conditionKinds` said when read without the lock). Takes the condition and moves the
-    /// procedure to evaluating its conditions in one short critical section, then asks it
-    /// (anything else, found under the lock, goes the general way).
+    /// `conditionKinds` said when read without the lock). Moves the procedure to evaluating its
+    /// conditions in one short critical section, then asks the condition (anything else, found
+    /// under the lock, goes the general way).
+    ///
+    /// The condition is asked through `firstCondition`, lent without a retain
+    /// (`ConditionProgress.oneLent`): the procedure keeps it until the lend ends in this worker's
+    /// next critical section — the start step's `conditionsSatisfiedLocked`, or
+    /// `lentConditionDecided` — and a finish meanwhile (a cancel puts the procedure back in its
+    /// queue, where another worker may finish it) moves it to this worker, which lets go of it
+    /// once done (`startRefusedAfterConditions`). So the condition, shared by every procedure of
+    /// a batch as often as not, is not retained and released once more by every worker.
     func prepareSingleClosureCondition(queue: ConcurrentOperationQueue) -> RunPreparation {
         lock.lock()
-        guard conditionTotal == 1, conditionExtras == nil, case .closure(let condition) = firstCondition else {
+        guard conditionTotal == 1, conditionExtras == nil, firstCondition.isClosure else {
             lock.unlock()
             return prepareConditions(queue: queue, instrumented: false)
         }
@@ -62,9 +70,37 @@ extension ProcedureOperation {
             lock.unlock()
             return .start
         }
-        conditionProgress.beginOne()
+        conditionProgress.beginLent()
+        // (Read last, with nothing in between that could let go of it: no retain.)
+        let storage = firstCondition.unretainedClosureStorage.unsafelyUnwrapped
         lock.unlock()
-        return evaluateOne(condition, queue: queue, instrumented: false)
+        // (As `evaluateOne`: a closure condition requests no category; satisfied, the answer is
+        // recorded in the start step, which also ends the lend.)
+        let result = ClosureCondition.decide(lent: storage, for: self)
+        if case .satisfied = result { return .startSatisfyingConditions }
+        return lentConditionDecided(result, queue: queue)
+    }
+
+    /// The lent condition of ``prepareSingleClosureCondition(queue:)`` answered other than
+    /// satisfied: ends the lend, taking a copy of the condition (for an instrument's names), and
+    /// acts on the decision as ``evaluateOne`` does. (Out of line: rare.)
+    @inline(never)
+    private func lentConditionDecided(_ result: ConditionResult, queue: ConcurrentOperationQueue) -> RunPreparation {
+        let (condition, movedOut) = lock.withLock { () -> (ClosureCondition?, ClosureCondition?) in
+            if let movedOut = conditionProgress.takeLentAfterFinish() { return (nil, movedOut) }
+            conditionProgress.endLend()
+            if case .closure(let condition) = firstCondition { return (condition, nil) }
+            return (nil, nil)
+        }
+        // Finished meanwhile (cancelled, put back in its queue and finished by another worker):
+        // the condition is this worker's to let go of, here, without the lock.
+        guard let condition else {
+            withExtendedLifetime(movedOut) {}
+            return .putBack
+        }
+        return conditionsDecided(result, categories: [], queue: queue, onWorker: true) {
+            [(condition.name, result)]
+        } ? .start : .putBack
     }
 
     /// On the worker that moved the procedure to evaluating its conditions (no condition can be

@@ -440,11 +440,12 @@ extension ProcedureOperation {
         // this thread's now (see `markReleasedLocked`).
         if direct.tellHooksAndObservers {
             // Finished: the errors no longer change (every write to them checks the state first).
-            // None, the usual case: the shared empty array, borrowed (no retain and release).
+            // None, the usual case: the empty array literal (the runtime's empty array storage,
+            // loaded without a retain and without the `swift_once` a global `let` costs).
             if let errors = errorList {
                 tellDidFinish(errors, hasObservers: direct.hasObservers)
             } else {
-                tellDidFinish(noErrors, hasObservers: direct.hasObservers)
+                tellDidFinish([], hasObservers: direct.hasObservers)
             }
         }
         let mailboxes = takingMailboxes && direct.hasObservers ? eventMailboxes() : []
@@ -510,7 +511,13 @@ extension ProcedureOperation {
         switch conditionProgress {
         case .several, .oneSatisfiedWhileStarting, .oneIgnoredWhileStarting, .oneFailedWhileStarting:
             conditionProgress = .none
-        case .none, .oneStarting, .oneStarted, .decided: break
+        case .oneLent:
+            // A worker still asks the condition lent by `firstCondition` (cancelled meanwhile, and
+            // finished by another worker): moved out for that worker to let go of once done.
+            // (Moved, not released: this is not its last reference.)
+            if case .closure(let condition) = firstCondition { conditionProgress = .oneLentAfterFinish(condition) }
+            firstCondition = .none
+        case .none, .oneStarting, .oneStarted, .decided, .oneLentAfterFinish: break
         }
         return observers
     }
@@ -528,6 +535,3 @@ extension ProcedureOperation {
         signal?.fire()
     }
 }
-
-/// No errors: the empty array, shared (passed borrowed, it costs no retain and release).
-private let noErrors: [any Error] = []

@@ -98,7 +98,8 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     @exclusivity(unchecked) private var outcomeReference: Unmanaged<ProcedureOutcome>?
     /// The conditions: the first in one word (most procedures have at most one, a
     /// ``ClosureCondition``: no array to allocate and free), the others in `conditionExtras`;
-    /// `conditionTotal` counts them. Copied out under the lock to be called.
+    /// `conditionTotal` counts them. Copied out under the lock to be called — except the usual
+    /// single ``ClosureCondition``, lent without a retain (`prepareSingleClosureCondition`).
     @exclusivity(unchecked) var firstCondition: FirstCondition
     /// The observers, stored like the conditions. Once added, the first observer stays until
     /// the procedure lets go of its observers after its last event was delivered: the thread
@@ -298,7 +299,17 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     }
 
     override func conditionsSatisfiedLocked() -> Bool {
-        procedureLifecycle.conditionsEvaluated(satisfied: true)
+        // The worker is done with a condition lent by `prepareSingleClosureCondition`.
+        conditionProgress.endLend()
+        return procedureLifecycle.conditionsEvaluated(satisfied: true)
+    }
+
+    /// After the start step refused a start whose conditions were satisfied on this worker (a
+    /// cancel abandoned their evaluation): lets go of the lent condition if a finish moved it out
+    /// meanwhile (see ``prepareSingleClosureCondition(queue:)``).
+    override func startRefusedAfterConditions() {
+        let movedOut = lock.withLock { conditionProgress.takeLentAfterFinish() }
+        withExtendedLifetime(movedOut) {}
     }
 
     override func passDependenciesWithoutConditionsLocked() -> Bool {

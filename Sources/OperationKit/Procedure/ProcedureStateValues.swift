@@ -142,16 +142,56 @@ enum ConditionProgress {
     case several(ConditionEvaluation)
     /// Decided (one condition): later answers are ignored.
     case decided
+    /// The worker evaluates the single ``ClosureCondition`` through the procedure's
+    /// `firstCondition`, lent without a retain (`prepareSingleClosureCondition`): until the
+    /// worker's next critical section ends the lend (``endLend()``), a finish does not let go
+    /// of the condition, it moves it to ``oneLentAfterFinish(_:)``.
+    case oneLent
+    /// The procedure finished (cancelled while its worker evaluated the lent condition, then
+    /// finished by another worker) before the lend ended: the condition, moved out of
+    /// `firstCondition`, for the worker to let go of once done with it, without the lock
+    /// (``takeLentAfterFinish()``).
+    case oneLentAfterFinish(ClosureCondition)
 
     /// The worker starts evaluating a single condition.
     mutating func beginOne() {
         switch self {
-        case .none, .oneStarting, .oneStarted, .decided:
+        case .none, .oneStarting, .oneStarted, .decided, .oneLent:
             // (Usually `.none`. A case without a payload: overwritten without destroying it.)
             self = .oneStarting
-        case .oneSatisfiedWhileStarting, .oneIgnoredWhileStarting, .oneFailedWhileStarting, .several:
+        case .oneSatisfiedWhileStarting, .oneIgnoredWhileStarting, .oneFailedWhileStarting, .several,
+             .oneLentAfterFinish:
             self = .oneStarting
         }
+    }
+
+    /// The worker starts evaluating the single ``ClosureCondition`` lent by the procedure
+    /// (see ``oneLent``).
+    mutating func beginLent() {
+        switch self {
+        case .none, .oneStarting, .oneStarted, .decided, .oneLent:
+            // (As in `beginOne`.)
+            self = .oneLent
+        case .oneSatisfiedWhileStarting, .oneIgnoredWhileStarting, .oneFailedWhileStarting, .several,
+             .oneLentAfterFinish:
+            self = .oneLent
+        }
+    }
+
+    /// In the worker's first critical section after it asked the lent condition: the lend ends
+    /// (the progress is then what ``beginOne()`` leaves, as when the worker held a copy). A
+    /// condition moved out by a finish meanwhile stays, for ``takeLentAfterFinish()``.
+    @inline(__always)
+    mutating func endLend() {
+        if case .oneLent = self { self = .oneStarting }
+    }
+
+    /// The lent condition that a finish moved out (see ``oneLentAfterFinish(_:)``), if it did,
+    /// leaving `.none`.
+    mutating func takeLentAfterFinish() -> ClosureCondition? {
+        guard case .oneLentAfterFinish(let condition) = self else { return nil }
+        self = .none
+        return condition
     }
 
     /// The answer that came while the worker was starting the single condition, if it came.
@@ -160,7 +200,7 @@ enum ConditionProgress {
         case .oneSatisfiedWhileStarting: .satisfied
         case .oneIgnoredWhileStarting: .ignored
         case .oneFailedWhileStarting(let error): .failed(error)
-        case .none, .oneStarting, .oneStarted, .several, .decided: nil
+        case .none, .oneStarting, .oneStarted, .several, .decided, .oneLent, .oneLentAfterFinish: nil
         }
     }
 
@@ -177,7 +217,7 @@ enum ConditionProgress {
             let decision = answerWhileStarting
             self = .decided
             return decision
-        case .none, .oneStarted, .several, .decided:
+        case .none, .oneStarted, .several, .decided, .oneLent, .oneLentAfterFinish:
             return nil
         }
     }
@@ -204,7 +244,8 @@ enum ConditionProgress {
         case .oneStarted:
             self = .decided
             return .decide
-        case .none, .oneSatisfiedWhileStarting, .oneIgnoredWhileStarting, .oneFailedWhileStarting, .several, .decided:
+        case .none, .oneSatisfiedWhileStarting, .oneIgnoredWhileStarting, .oneFailedWhileStarting, .several, .decided,
+             .oneLent, .oneLentAfterFinish:
             return .ignored
         }
     }

@@ -201,14 +201,15 @@ struct OperationFacts {
             guard procedureState == .evaluatingConditions else { return }
             producedDependencies = procedure.producedDependencies
             switch procedure.conditionProgress {
-            case .oneStarting, .oneStarted:
+            case .oneStarting, .oneStarted, .oneLent:
                 evaluatingConditions = [procedure.firstCondition.condition]
             case .several(let evaluation):
                 let (evaluating, gated) = evaluation.waitingIndices
                 evaluatingConditions = evaluating.map { evaluation.conditions[$0] }
                 hasClosedGates = !gated.isEmpty
                 if hasClosedGates { conditionsWaiting = evaluation.gatedOwnDependencies }
-            case .none, .oneSatisfiedWhileStarting, .oneIgnoredWhileStarting, .oneFailedWhileStarting, .decided:
+            case .none, .oneSatisfiedWhileStarting, .oneIgnoredWhileStarting, .oneFailedWhileStarting, .decided,
+                 .oneLentAfterFinish:
                 hasClosedGates = procedure.conditionGates.contains { $0.map { !$0.isOpen } ?? false }
             }
         }

@@ -35,6 +35,41 @@ struct ProcedureMergedStepsTests {
         #expect(log.events == ["didAttach", "didCancel", "willFinish", "didFinish"])
     }
 
+    /// A single `ClosureCondition` is asked through the procedure's field, lent without a retain
+    /// (issue 17, `prepareSingleClosureCondition`). Here the condition cancels its procedure, which
+    /// puts it back in its queue, and answers only once another worker has finished it: that
+    /// finish must not let go of the condition while it runs, and the worker that asked it must
+    /// let go of it once it answered — while the procedure itself is still held (its `deinit` would
+    /// free it too, and hide a condition kept for ever).
+    @Test("a condition that answers after another worker finished its cancelled procedure: let go of once it answered", arguments: [true, false])
+    func conditionAnsweringAfterFinish(satisfied: Bool) async throws {
+        final class Tracked: Sendable {}
+        let queue = ConcurrentOperationQueue(name: "merged-lent")
+        let ran = AtomicCounter()
+        let procedure = ClosureProcedure<Void>(name: "merged-lent") { ran.increment() }
+        let seen = Recorder<String>()
+        weak var captured: Tracked?
+        do {
+            let tracked = Tracked()
+            captured = tracked
+            try procedure.addCondition(ClosureCondition { procedure in
+                procedure.cancel()
+                // Another worker takes it from the queue and finishes it without executing.
+                let finished = procedure.waitUntilFinishedBlocking(timeout: procedureTimeout)
+                seen.record("finished while asked: \(finished) \(procedure.state)")
+                return withExtendedLifetime(tracked) { satisfied ? .satisfied : .failed(ProcedureTestError(1)) }
+            })
+        }
+        try queue.addOperation(procedure)
+        #expect(await procedure.finishes())
+        #expect(await queue.empties())
+        #expect(await eventually { captured == nil })
+        #expect(seen.values == ["finished while asked: true finished"])
+        #expect(ran.value == 0)
+        #expect(procedure.isCancelled && !procedure.isFailed && procedure.state == .finished)
+        withExtendedLifetime(procedure) {}
+    }
+
     @Test("a satisfied synchronous condition, a did-finish observer: each step sees its state, in order", arguments: [1, 64])
     func satisfiedThenFinished(count: Int) async throws {
         let queue = ConcurrentOperationQueue(name: "merged-finish")

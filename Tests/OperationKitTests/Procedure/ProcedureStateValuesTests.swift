@@ -77,7 +77,38 @@ struct ProcedureStateValuesTests {
         case .oneStarted: "one starting:false decided:false"
         case .several: "several"
         case .decided: "decided"
+        case .oneLent: "one lent"
+        case .oneLentAfterFinish: "one lent after finish"
         }
+    }
+
+    /// A condition lent by the procedure's field (no retain): the worker's next critical section
+    /// ends the lend as if it had held a copy; a finish before that moves the condition out, for
+    /// the worker to take and let go of. An answer through a completion is not expected, and
+    /// ignored.
+    @Test func aLentConditionEndsAsStartedOrIsHandedToTheWorker() {
+        var progress = ConditionProgress.none
+        progress.beginLent()
+        #expect(describe(progress) == "one lent")
+        #expect(progress.answeredOne(.satisfied) == .ignored)
+        #expect(progress.startedOne() == nil)
+        #expect(progress.takeLentAfterFinish() == nil)
+        progress.endLend()
+        #expect(describe(progress) == "one starting:true decided:false")
+        // Ended already: a second end changes nothing.
+        progress.endLend()
+        #expect(describe(progress) == "one starting:true decided:false")
+
+        let condition = ClosureCondition(name: "lent") { _ in .satisfied }
+        var finished = ConditionProgress.none
+        finished.beginLent()
+        finished = .oneLentAfterFinish(condition)
+        // The worker's start step leaves it for the worker to take once the lock is let go of.
+        finished.endLend()
+        #expect(describe(finished) == "one lent after finish")
+        #expect(finished.takeLentAfterFinish()?.name == "lent")
+        #expect(describe(finished) == "none")
+        #expect(finished.takeLentAfterFinish() == nil)
     }
 
     /// Each answer recorded while the worker starts the condition is the one it gets back (the
