@@ -85,17 +85,13 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// `nil` while there are none (most procedures: one word instead of three, nothing to let go
     /// of).
     var outcome: ProcedureOutcome? {
-        @inline(__always) get { outcomeReference?.takeUnretainedValue() }
-        set {
-            let old = outcomeReference
-            outcomeReference = newValue.map { Unmanaged.passRetained($0) }
-            old?.release()
-        }
+        @inline(__always) get { outcomeReference.object }
+        set { outcomeReference.object = newValue }
     }
-    /// `outcome`'s storage: a retained reference, or `nil`. Unmanaged, as `conditionExtras`'s, so
-    /// that the deinitialiser lets go of both after one test (see `deinit`) rather than with a
-    /// release call each, which a finished procedure — both `nil` — paid for nothing.
-    @exclusivity(unchecked) private var outcomeReference: Unmanaged<ProcedureOutcome>?
+    /// `outcome`'s storage. Unmanaged, as `conditionExtras`'s, so that the deinitialiser lets go
+    /// of both after one test (see `deinit`) rather than with a release call each, which a
+    /// finished procedure — both `nil` — paid for nothing.
+    @exclusivity(unchecked) private var outcomeReference = ManualReference<ProcedureOutcome>(nil)
     /// The conditions: the first in one word (most procedures have at most one, a
     /// ``ClosureCondition``: no array to allocate and free), the others in `conditionExtras`;
     /// `conditionTotal` counts them. Copied out under the lock to be called — except the usual
@@ -108,15 +104,11 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// What goes beyond the usual single `ClosureCondition` and single observer (see
     /// `ConditionExtras`): made only when needed.
     var conditionExtras: ConditionExtras? {
-        @inline(__always) get { conditionExtrasReference?.takeUnretainedValue() }
-        set {
-            let old = conditionExtrasReference
-            conditionExtrasReference = newValue.map { Unmanaged.passRetained($0) }
-            old?.release()
-        }
+        @inline(__always) get { conditionExtrasReference.object }
+        set { conditionExtrasReference.object = newValue }
     }
-    /// `conditionExtras`'s storage: a retained reference, or `nil` (see `outcomeReference`).
-    @exclusivity(unchecked) private var conditionExtrasReference: Unmanaged<ConditionExtras>?
+    /// `conditionExtras`'s storage (see `outcomeReference`).
+    @exclusivity(unchecked) private var conditionExtrasReference = ManualReference<ConditionExtras>(nil)
     /// Who delivers the events, and those waiting for delivery.
     @exclusivity(unchecked) var eventDelivery = EventDelivery.idle
     /// The evaluation of the conditions, while it runs (see `evaluateOne`, `drive`).
@@ -134,14 +126,14 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
 
     deinit {
         // (One test for the two side objects, usually both `nil`.)
-        if outcomeReference != nil || conditionExtrasReference != nil { releaseSideObjects() }
+        if !outcomeReference.isNil || !conditionExtrasReference.isNil { releaseSideObjects() }
     }
 
     /// The rest of `deinit`, when the procedure has an outcome or condition extras.
     @inline(never)
     private func releaseSideObjects() {
-        outcomeReference?.release()
-        conditionExtrasReference?.release()
+        outcomeReference.release()
+        conditionExtrasReference.release()
     }
 
     /// Creates a procedure with its conditions and observers: the same as calling
@@ -202,7 +194,7 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// release of the new procedure).
     init(name: String?, hookEvents: ProcedureEventKinds, outcome: ProcedureOutcome? = nil) {
         self.hookEvents = hookEvents
-        outcomeReference = outcome.map { Unmanaged.passRetained($0) }
+        outcomeReference = ManualReference(outcome)
         firstCondition = .none
         firstObserver = .none
         conditionKinds = Atomic(0)
@@ -218,7 +210,7 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
         conditions: borrowing [any OperationCondition], observers: borrowing [any OperationObserver]
     ) {
         self.hookEvents = hookEvents
-        outcomeReference = outcome.map { Unmanaged.passRetained($0) }
+        outcomeReference = ManualReference(outcome)
         // The usual case (see `InitialAttachments`) is stored before the base initialiser, like
         // `hookEvents`: after it, every call on the new procedure costs a retain and a release.
         let (condition, conditionTotal, kinds, observer, observerTotal, events, complete) =
