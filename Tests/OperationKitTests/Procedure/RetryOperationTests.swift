@@ -136,12 +136,40 @@ struct RetryOperationTests {
             return attempt
         }
         try queue.addOperation(retry)
-        // Did-finish observers run after the attempt's completion block, which scheduled the wait.
         #expect(await firstFinished.opens())
+        // The retry tells its snapshot it waits once the wait has been set up (the test's
+        // did-finish observer above runs before the retry's own, so it is too early to cancel).
+        #expect(await eventually {
+            if case .retryDelay? = queue.snapshot().operation(named: "cancel-wait")?.blockers.first { return true }
+            return false
+        })
         retry.cancel()
         #expect(await retry.finishes(within: .seconds(2)), "a cancelled retry should not sit out its 60 s wait")
         #expect(retry.isCancelled)
         #expect(runs.values == [1])
+    }
+
+    /// Regression (a CI run under TSan): a cancel that came after the retry had looked for one and
+    /// before it marked itself waiting was lost — the retry then sat out the whole wait. A cancel
+    /// from `shouldRetry` lands in exactly that window.
+    @Test("a cancel while the retry decides on another attempt finishes it promptly, without the wait or another attempt")
+    func cancelWhileDeciding() async throws {
+        let queue = ConcurrentOperationQueue(name: "cancel-deciding")
+        let runs = Recorder<Int>()
+        let retries = Recorder<RetryOperation<Int>>()
+        let retry = RetryOperation<Int>(
+            name: "cancel-deciding", maxAttempts: 3, wait: .fixed(.seconds(60)),
+            shouldRetry: { _, _ in
+                retries.values.first?.cancel()
+                return true
+            },
+            makeAttempt: { number in Self.attempt(number, succeedsFrom: 9, runs: runs) })
+        retries.record(retry)
+        try queue.addOperation(retry)
+        #expect(await retry.finishes(within: .seconds(2)), "a retry cancelled before its wait should not sit it out")
+        #expect(retry.isCancelled)
+        #expect(runs.values == [1])
+        #expect(errorIDs(retry.errors) == [1], "it finishes with the attempt's errors")
     }
 
     @Test("an attempt cancelled by someone else ends the retry, cancelled, without another attempt")

@@ -147,12 +147,21 @@ final class AttemptEngine<Output: Sendable>: @unchecked Sendable {
                 startAttempt(number + 1)
                 return
             }
-            let clock = withLock { () -> any OperationClock in
+            // A cancel since the look above (from the driver's verdict, say) found neither a
+            // running attempt nor a wait, and left the owner to this step: the look for it and
+            // the start of the wait are one critical section, so it is either seen here or sees
+            // the wait.
+            let clock = withLock { () -> (any OperationClock)? in
+                guard !owner.procedureLifecycle.isCancelled else { return nil }
                 let clock = self.clock ?? SystemOperationClock()
                 waiting = true
                 waitDelay = delay
                 waitDeadline = clock.now.advanced(by: delay)
                 return clock
+            }
+            guard let clock else {
+                owner.finish(withErrors: attempt.errors)
+                return
             }
             let timer = clock.schedule(after: delay) { [self, weak owner] in
                 // A timer the cancel could not stop (it came before the timer was kept) fires

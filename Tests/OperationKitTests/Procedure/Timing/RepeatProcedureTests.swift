@@ -205,6 +205,25 @@ struct RepeatProcedureTests {
         #expect(runs.values == [1] && finishes.value == 1)
     }
 
+    /// Regression: a cancel after the repeat had looked for one and before its wait began was
+    /// lost (the repeat then sat out the wait); the `while` predicate runs in that window.
+    @Test("cancelled while deciding on another attempt (from its predicate): finishes at once, no timer, no further attempt")
+    func cancelledWhileDeciding() async throws {
+        let clock = VirtualClock()
+        let queue = ConcurrentOperationQueue(name: "repeat-cancel-deciding", clock: clock)
+        let runs = Recorder<Int>()
+        let repeats = Recorder<RepeatProcedure<Int>>()
+        let repeated = RepeatProcedure<Int>(max: 3, wait: .fixed(.seconds(60)), while: { _, _ in
+            repeats.values.first?.cancel()
+            return true
+        }) { Self.attempt($0, runs: runs) }
+        repeats.record(repeated)
+        try queue.addOperation(repeated)
+        #expect(await repeated.finishes())
+        #expect(repeated.isCancelled && runs.values == [1])
+        #expect(clock.pendingTimerCount == 0)
+    }
+
     @Test("an attempt cancelled by someone else without an error ends the repeat, cancelled")
     func attemptCancelledElsewhere() async throws {
         let queue = ConcurrentOperationQueue(name: "repeat-attempt-cancelled")
