@@ -121,7 +121,9 @@ func layersReport(sizes: Sizes) -> [String] {
     let layered = medians[.operationKitLayers] ?? .nan
     let groups = medians[.taskGroups] ?? .nan
     let edges = medians[.operationKitEdges] ?? .nan
-    let ratio = layered / groups
+    // Paired by round, as the main table's ratios (`pairedRatioValue`).
+    let ratio = pairedRatioValue(samples[.operationKitLayers] ?? [], samples[.taskGroups] ?? []) ?? layered / groups
+    let perEdge = pairedRatioValue(samples[.operationKitLayers] ?? [], samples[.operationKitEdges] ?? []) ?? layered / edges
     let edgeCount = (sizes.layers - 1) * sizes.layerWidth * sizes.layerWidth
     let layeredEdges = 2 * sizes.layers * sizes.layerWidth - 2 * sizes.layerWidth
     return [
@@ -131,7 +133,7 @@ func layersReport(sizes: Sizes) -> [String] {
             + "| OK layers / OK per edge |",
         "|---|---:|---:|---:|---:|---:|",
         "| \(title) | \(format(layered)) | \(format(groups)) | \(format(edges)) | \(format(ratio)) "
-            + "| \(format(layered / edges)) |",
+            + "| \(format(perEdge)) |",
         "",
         "OK with layers registers about \(layeredEdges) edges (one per member to its layer, one per dependent "
             + "from the layer before); OK per edge registers \(edgeCount).",

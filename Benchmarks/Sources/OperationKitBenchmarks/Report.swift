@@ -89,32 +89,44 @@ private func commandOutput(_ arguments: [String]) -> String? {
 
 // MARK: - Results table
 
-/// The medians of one scenario, in ms.
+/// One scenario's samples, in ms, run by run: in round `i` every contender ran its `i`th run, in
+/// turn (Foundation's reduced plan runs in the first rounds only).
 struct ResultRow {
     let title: String
-    let operationKit: Double
-    let foundation: Double
-    let dispatch: Double
+    let operationKit: [Double]
+    let foundation: [Double]
+    let dispatch: [Double]
     /// `ClosureProcedure`s with one satisfied condition and one observer, on a `ConcurrentOperationQueue`.
-    let procedure: Double
+    let procedure: [Double]
     /// `ClosureProcedure`s with no condition and no observer.
-    let bareProcedure: Double
+    let bareProcedure: [Double]
     /// `AsyncOperation`s running the same body, on a `ConcurrentOperationQueue`.
-    let asyncOperation: Double
+    let asyncOperation: [Double]
     /// The benchmark's own minimal scheduler; nil where it does not apply (S5: no cancellation).
-    let minimal: Double?
+    let minimal: [Double]?
 }
 
-/// A ratio, or "—" when there is no denominator.
-private func ratio(_ numerator: Double, _ denominator: Double?) -> String {
-    guard let denominator else {
+/// The median of the rounds' own ratios, `numerator[i] / denominator[i]`, over the rounds both ran
+/// (`nil` if none). Paired by round, a burst of load from elsewhere that slows one round moves one
+/// ratio, where it would move one contender's median and not the other's: on a noisy machine this
+/// is the steadier figure (the ratio of the medians moves more from one run to the next; see
+/// Benchmarks/README.md). Every table with a target reports its ratios this way.
+func pairedRatioValue(_ numerator: [Double], _ denominator: [Double]) -> Double? {
+    let ratios = zip(numerator, denominator).map { $0 / $1 }
+    return ratios.isEmpty ? nil : median(ratios)
+}
+
+/// ``pairedRatioValue(_:_:)`` formatted, or "—" without a denominator.
+func pairedRatio(_ numerator: [Double], _ denominator: [Double]?) -> String {
+    guard let denominator, let ratio = pairedRatioValue(numerator, denominator) else {
         return "—"
     }
-    return format(numerator / denominator)
+    return format(ratio)
 }
 
-/// The comparison as a Markdown table; ratios are OperationKit's (`ClosureOperation`'s) median divided by
-/// the other's. "OK/minimal" is the distance to the benchmark's own minimal scheduler.
+/// The comparison as a Markdown table: each contender's median in ms, and OperationKit's
+/// (`ClosureOperation`'s) time over the other's as the median of the rounds' ratios
+/// (``pairedRatio(_:_:)``). "OK/minimal" is the distance to the benchmark's own minimal scheduler.
 func markdownTable(_ rows: [ResultRow]) -> [String] {
     var lines = [
         "| scenario | OperationKit ms | Foundation ms | Dispatch ms | minimal ms | OK/Foundation | OK/Dispatch "
@@ -124,13 +136,13 @@ func markdownTable(_ rows: [ResultRow]) -> [String] {
     for row in rows {
         let cells = [
             row.title,
-            format(row.operationKit),
-            format(row.foundation),
-            format(row.dispatch),
-            row.minimal.map { format($0) } ?? "—",
-            format(row.operationKit / row.foundation),
-            format(row.operationKit / row.dispatch),
-            ratio(row.operationKit, row.minimal),
+            format(median(row.operationKit)),
+            format(median(row.foundation)),
+            format(median(row.dispatch)),
+            row.minimal.map { format(median($0)) } ?? "—",
+            pairedRatio(row.operationKit, row.foundation),
+            pairedRatio(row.operationKit, row.dispatch),
+            pairedRatio(row.operationKit, row.minimal),
         ]
         lines.append("| " + cells.joined(separator: " | ") + " |")
     }
@@ -141,7 +153,8 @@ func markdownTable(_ rows: [ResultRow]) -> [String] {
 let procedureTarget = 2.0
 
 /// The cost of the procedure machinery: the procedure contender against OperationKit's `ClosureOperation`
-/// in the same runs (and against Foundation, for scale). Reported, not enforced (CI machines are noisy).
+/// in the same runs (and against Foundation, for scale), as medians in ms and ratios paired by round
+/// (``pairedRatio(_:_:)``). Reported, not enforced (CI machines are noisy).
 func procedureTable(_ rows: [ResultRow]) -> [String] {
     var lines = [
         "| scenario | OperationKit ms | OK procedure ms | procedure/OK (target <= \(format(procedureTarget, decimals: 1))) "
@@ -149,17 +162,17 @@ func procedureTable(_ rows: [ResultRow]) -> [String] {
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows {
-        let ratio = row.procedure / row.operationKit
+        let over = (pairedRatioValue(row.procedure, row.operationKit) ?? 0) > procedureTarget
         let cells = [
             row.title,
-            format(row.operationKit),
-            format(row.procedure),
-            format(ratio) + (ratio > procedureTarget ? " (over)" : ""),
-            format(row.procedure / row.foundation),
-            format(row.bareProcedure),
-            format(row.bareProcedure / row.operationKit),
-            format(row.asyncOperation),
-            format(row.asyncOperation / row.operationKit),
+            format(median(row.operationKit)),
+            format(median(row.procedure)),
+            pairedRatio(row.procedure, row.operationKit) + (over ? " (over)" : ""),
+            pairedRatio(row.procedure, row.foundation),
+            format(median(row.bareProcedure)),
+            pairedRatio(row.bareProcedure, row.operationKit),
+            format(median(row.asyncOperation)),
+            pairedRatio(row.asyncOperation, row.operationKit),
         ]
         lines.append("| " + cells.joined(separator: " | ") + " |")
     }

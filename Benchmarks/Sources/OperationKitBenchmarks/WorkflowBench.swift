@@ -324,7 +324,7 @@ func workflowScenarioReport(sizes: Sizes) -> [String] {
         let plan = Plan(warmUp: true, runs: sizes.runs)
         let workflow = summarize(WorkflowContender.name, workflowTimes, plan: plan)
         let operations = summarize(OperationKitContender.name, operationTimes, plan: plan)
-        let ratio = workflow / operations
+        let ratio = pairedRatioValue(workflowTimes, operationTimes) ?? workflow / operations
         let over = scenario != .cancelled && ratio > workflowTarget ? " (over)" : ""
         rows.append("| \(scenario.title(sizes)) | \(format(workflow)) | \(format(operations)) | \(format(ratio))\(over) |")
     }

@@ -78,25 +78,26 @@ func measure(_ scenario: Scenario, sizes: Sizes, foundationPlan: Plan) -> Result
         }
     }
     // Printed in the order the contenders run.
-    let operationKitMedian = summarize(OperationKitContender.name, operationKit, plan: plan)
-    let procedureMedian = summarize(ProcedureContender.name, procedure, plan: plan)
-    let bareProcedureMedian = summarize(BareProcedureContender.name, bareProcedure, plan: plan)
-    let asyncMedian = summarize(AsyncOperationContender.name, asyncOperation, plan: plan)
-    let foundationMedian = summarize(FoundationContender.name, foundation, plan: foundationPlan)
-    let dispatchMedian = summarize(DispatchContender.name, dispatch, plan: plan)
-    let minimalMedian = withMinimal ? summarize(MinimalContender.name, minimal, plan: plan) : nil
-    if !withMinimal {
+    _ = summarize(OperationKitContender.name, operationKit, plan: plan)
+    _ = summarize(ProcedureContender.name, procedure, plan: plan)
+    _ = summarize(BareProcedureContender.name, bareProcedure, plan: plan)
+    _ = summarize(AsyncOperationContender.name, asyncOperation, plan: plan)
+    _ = summarize(FoundationContender.name, foundation, plan: foundationPlan)
+    _ = summarize(DispatchContender.name, dispatch, plan: plan)
+    if withMinimal {
+        _ = summarize(MinimalContender.name, minimal, plan: plan)
+    } else {
         report("  \(MinimalContender.name.padding(toLength: 13, withPad: " ", startingAt: 0)) —  (no cancellation)")
     }
     return ResultRow(
         title: scenario.title(sizes),
-        operationKit: operationKitMedian,
-        foundation: foundationMedian,
-        dispatch: dispatchMedian,
-        procedure: procedureMedian,
-        bareProcedure: bareProcedureMedian,
-        asyncOperation: asyncMedian,
-        minimal: minimalMedian
+        operationKit: operationKit,
+        foundation: foundation,
+        dispatch: dispatch,
+        procedure: procedure,
+        bareProcedure: bareProcedure,
+        asyncOperation: asyncOperation,
+        minimal: withMinimal ? minimal : nil
     )
 }
 
@@ -218,7 +219,7 @@ let chainLength = sizes.chain
 let (shortChain, longChain) = chainScaling(length: chainLength, runs: sizes.runs)
 let scaling = longChain / shortChain
 
-report("## Results (median wall time: build graph + add + wait)")
+report("## Results (median wall time: build graph + add + wait; ratios: median of the rounds' own ratios)")
 report()
 markdownTable(rows).forEach { report($0) }
 report()
