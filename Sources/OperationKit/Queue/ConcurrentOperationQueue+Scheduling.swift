@@ -443,11 +443,12 @@ extension ConcurrentOperationQueue {
     }
 
     /// Under `lock`: the next operation to run, or `nil` — after giving the worker's slot back, or,
-    /// if `lookup` allows and the queue could run one (not suspended, within its limit), after
-    /// making the worker idle (`lookup.idleSince` set; see ``linger(since:)``).
+    /// if `lookup` allows, no other worker of the queue is idle and the queue could run one (not
+    /// suspended, within its limit), after making the worker idle (`lookup.idleSince` set; see
+    /// ``linger(since:)``).
     @inline(__always)
     func nextLocked(_ lookup: inout NextLookup) -> ConcurrentOperation? {
-        if lookup.mayLinger && !_isSuspended && activeSlots <= _maxConcurrentOperationCount {
+        if lookup.mayLinger && idleWorkers == 0 && !_isSuspended && activeSlots <= _maxConcurrentOperationCount {
             if let operation = ready.pop() { return operation }
             idleWorkers += 1
             lookup.idleSince = idleWake.load(ordering: .relaxed)
@@ -456,25 +457,33 @@ extension ConcurrentOperationQueue {
         return nextOrReleaseSlot()
     }
 
-    /// An idle worker (see ``nextLocked(_:)``) waits a moment for ready work: it yields its thread
-    /// up to `lingerYields` times while `idleWake` stays at `since`, then takes the lock once,
+    /// An idle worker (see ``nextLocked(_:)``) waits a moment for ready work: it watches `idleWake`
+    /// for at most `lingerNanoseconds` without giving up its thread, then takes the lock once,
     /// stops being idle, and takes the next ready operation or gives its slot back.
     ///
     /// Operations added one at a time, each made while the workers run the last, otherwise find no
     /// worker: each worker leaves as soon as it has caught up, and the next add starts a new one — a
     /// Dispatch job, a thread to wake and a lookup of the queue's lock, for a single operation (up
-    /// to one worker per operation; see Performance.md, issue 17's ninth round). Yielding, not
-    /// spinning: on a machine with as many busy threads as cores, a spinning worker would take
-    /// the core of the thread that is adding the work it waits for.
+    /// to one worker per operation; see Performance.md, issue 17's ninth round).
     ///
-    /// A reserved slot is never held for long: at most `lingerYields` yields, and an operation that
+    /// It watches rather than yields its thread: on a machine busy with other processes a yield
+    /// gives the core away for a whole time slice, while `reserveWorkers` counts the idle worker
+    /// as coming and starts none — the ready work then waited milliseconds for it, at every gap in
+    /// the ready list (S4 with layers ran 5 to 10 times slower under load; Performance.md, issue
+    /// 17's tenth round). It is the only idle worker of its queue, and for at most
+    /// `lingerNanoseconds`: more workers watching at once, or for longer, took the cores of the
+    /// threads doing the work (the adding thread, the worker finishing the operation the others
+    /// waited for).
+    ///
+    /// A reserved slot is never held for long: at most `lingerNanoseconds`, and an operation that
     /// becomes ready meanwhile wakes it (`reserveWorkers` counts idle workers as coming, so it
     /// starts none for that operation).
     private func linger(since: UInt) -> ConcurrentOperation? {
-        var yields = 0
-        while yields < Self.lingerYields && idleWake.load(ordering: .relaxed) == since {
-            sched_yield()
-            yields += 1
+        let deadline = Self.monotonicNanoseconds() &+ Self.lingerNanoseconds
+        var spins = 0
+        while idleWake.load(ordering: .relaxed) == since {
+            spins &+= 1
+            if spins & 31 == 0 && Self.monotonicNanoseconds() >= deadline { break }
         }
         return lock.withLock {
             idleWorkers -= 1
@@ -482,9 +491,18 @@ extension ConcurrentOperationQueue {
         }
     }
 
-    /// How many times an idle worker yields its thread before it gives its slot back (see
-    /// ``linger(since:)``).
-    static let lingerYields = 8
+    /// How long an idle worker waits for ready work (see ``linger(since:)``), in nanoseconds: 10 µs,
+    /// the time of some twenty operations added one at a time on the benchmark's machine. (3 µs
+    /// kept fewer one-by-one adds; 30 µs slowed S4 with layers.)
+    static let lingerNanoseconds: UInt64 = 10_000
+
+    /// The monotonic clock in nanoseconds (the vDSO on Linux: no system call).
+    @inline(__always)
+    static func monotonicNanoseconds() -> UInt64 {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return UInt64(time.tv_sec) &* 1_000_000_000 &+ UInt64(time.tv_nsec)
+    }
 
     /// Under `lock`: the next operation to run, or `nil` after giving the worker's slot back.
     func nextOrReleaseSlot() -> ConcurrentOperation? {
