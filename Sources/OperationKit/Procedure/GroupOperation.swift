@@ -16,7 +16,8 @@
 ///   order the children finished, as ``transformChildErrors`` and
 ///   ``child(_:didFinishWithErrors:)`` let them through. A child cancelled without an error adds
 ///   none.
-/// - Cancelling the group cancels every child, and every child added later. Cancelled while it
+/// - Cancelling the group cancels every child, and every child added later — also what a child
+///   produces later, or while the group is being cancelled: it never runs. Cancelled while it
 ///   executes, it finishes once its children have. Cancelled before it executes, it lets its
 ///   cancelled children finish (their completion blocks run) and then finishes without
 ///   executing — unless it ``isSuspended``: then its children, and so the group, wait until it is
@@ -218,10 +219,15 @@ open class GroupOperation: ProcedureOperation, @unchecked Sendable {
             failure = error
         }
         if failure == nil { for operation in operations { emitAddEvent(.didAdd(operation), waitForDelivery: false) } }
-        // A cancel of the group that ran during the add may have missed these children (they
-        // were not in its queue yet); the queue stays suspended (`applySuspensionLocked`) until
-        // they are cancelled here.
-        if failure == nil && !cancelIt && childLock.withLock({ cancelled }) {
+        endAdd(operations, added: failure == nil, cancelledFirst: cancelIt)
+        if let failure { throw failure }
+    }
+
+    /// Ends an add counted in `activeAdds`. A cancel of the group that ran during the add may
+    /// have missed the operations (they were not in its queue yet); the queue stays suspended
+    /// (`applySuspensionLocked`) until they are cancelled here.
+    private func endAdd(_ operations: [ConcurrentOperation], added: Bool, cancelledFirst: Bool) {
+        if added && !cancelledFirst && childLock.withLock({ cancelled }) {
             for operation in operations { operation.cancel() }
         }
         let recheck = childLock.withLock { () -> (@Sendable () -> Void)? in
@@ -232,7 +238,21 @@ open class GroupOperation: ProcedureOperation, @unchecked Sendable {
             return recheck
         }
         recheck?()
-        if let failure { throw failure }
+    }
+
+    /// A child produces an operation into the group's queue: counted as an add of a child
+    /// (`activeAdds`), so that a cancel of the group cancels it too. Returns whether the group is
+    /// cancelled already (the operation is then cancelled before it is added).
+    override func producedIntoOwnQueueBegins() -> Bool {
+        childLock.withLock {
+            activeAdds += 1
+            return cancelled
+        }
+    }
+
+    /// The produce counted by `producedIntoOwnQueueBegins()` ended.
+    override func producedIntoOwnQueueEnded(_ operation: ConcurrentOperation, added: Bool, cancelledFirst: Bool) {
+        endAdd([operation], added: added, cancelledFirst: cancelledFirst)
     }
 
     /// The errors of the child procedures that have finished so far, in the order they finished.

@@ -71,6 +71,11 @@ extension ProcedureOperation {
                 .notExecuting, operations: [displayName, operation.displayName],
                 "produce() needs a procedure executing on a queue (state \(state))")
         }
+        // Into a group's queue: the group cancels what comes once it is cancelled, as it does a
+        // child added then (also a produce under way while it is being cancelled).
+        let owner = queue.owningProcedure
+        let cancelFirst = owner?.producedIntoOwnQueueBegins() ?? false
+        if cancelFirst { operation.cancel() }
         emitAddEvent(.willAdd(operation), waitForDelivery: true)
         var failure: OperationError?
         do {
@@ -80,6 +85,7 @@ extension ProcedureOperation {
         } catch {
             failure = error
         }
+        owner?.producedIntoOwnQueueEnded(operation, added: failure == nil, cancelledFirst: cancelFirst)
         let (event, ended) = lock.withLock { () -> (EventDisposition?, (finish: Bool, start: Bool)) in
             let event = failure == nil ? enqueueEventLocked(.didProduce(operation)) : nil
             return (event, endAddLocked())

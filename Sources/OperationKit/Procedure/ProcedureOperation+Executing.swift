@@ -21,7 +21,8 @@ extension ProcedureOperation {
     /// did-produce never comes after did-finish.
     ///
     /// The procedure does not wait for the operation it produced (a ``GroupOperation`` does wait
-    /// for what its children produce: they produce into the group's own queue).
+    /// for what its children produce: they produce into the group's own queue; once the group is
+    /// cancelled, it cancels what they produce, which then finishes without running).
     ///
     /// - Parameter operation: An operation that is in no queue and has not started.
     /// - Throws: ``OperationError/Code-swift.struct/notExecuting`` if the procedure is not

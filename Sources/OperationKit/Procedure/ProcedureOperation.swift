@@ -401,6 +401,18 @@ open class ProcedureOperation: ConcurrentOperation, @unchecked Sendable {
     /// - Parameter errors: Every error the procedure collected (its ``errors``).
     open func procedureDidFinish(with errors: [any Error]) {}
 
+    // MARK: Produced into a queue of this procedure's own
+
+    /// An operation this procedure's own queue runs (a group's child) begins to produce
+    /// `operation` into that queue. Returns whether `operation` is to be cancelled before it is
+    /// added. The default (a procedure whose queue cancels nothing it is given) returns `false`;
+    /// every call is followed by one of `producedIntoOwnQueueEnded(_:added:cancelledFirst:)`.
+    func producedIntoOwnQueueBegins() -> Bool { false }
+
+    /// The produce begun by `producedIntoOwnQueueBegins()` has added `operation` to this
+    /// procedure's own queue (`added`), or failed to. The default does nothing.
+    func producedIntoOwnQueueEnded(_ operation: ConcurrentOperation, added: Bool, cancelledFirst: Bool) {}
+
     // MARK: Overrides of ConcurrentOperation
 
     /// Finishes the procedure without an error. See ``finish(withErrors:)``.

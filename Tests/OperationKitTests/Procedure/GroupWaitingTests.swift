@@ -182,6 +182,55 @@ struct GroupWaitingTests {
         #expect(child.isCancelled && child.isFinished)
     }
 
+    /// What a child produces goes to the group's queue, as a child of the group: once the group
+    /// is cancelled it is cancelled as it comes, like a child added then.
+    @Test("an operation a child produces after its group was cancelled is cancelled, and never runs")
+    func producedAfterTheGroupsCancel() async throws {
+        let queue = ConcurrentOperationQueue(name: "produced-after-cancel")
+        let ran = AtomicCounter()
+        let go = Gate()
+        let produced = ClosureOperation(name: "produced") { ran.increment() }
+        // Work that does not stop at the cancel: it produces once the test lets it go on.
+        let producer = ClosureProcedure<Void>(name: "producer", asynchronous: { procedure in
+            procedureTestLaterQueue.async {
+                _ = go.wait()
+                try? procedure.produce(produced)
+                procedure.finish()
+            }
+        })
+        let group = try GroupOperation(name: "produced-after-cancel", operations: [producer])
+        try queue.addOperation(group)
+        #expect(await eventually { producer.isExecuting })
+        group.cancel()
+        go.open()
+        #expect(await group.finishes())
+        #expect(produced.isFinished && produced.isCancelled)
+        #expect(ran.value == 0)
+    }
+
+    /// Regression: a produce that had begun (its procedure was executing, the group not cancelled)
+    /// added the operation after the group's cancel had cancelled what its queue held, so the
+    /// operation ran. The producer's will-add observer runs in exactly that window.
+    @Test("an operation a child produces while its group is being cancelled is cancelled, and never runs")
+    func producedWhileTheGroupIsCancelled() async throws {
+        let queue = ConcurrentOperationQueue(name: "produced-while-cancelled")
+        let ran = AtomicCounter()
+        let groups = Recorder<GroupOperation>()
+        let produced = ClosureOperation(name: "produced") { ran.increment() }
+        let producer = ClosureProcedure<Void>(name: "producer", asynchronous: { procedure in
+            try? procedure.produce(produced)
+            procedure.finish()
+        })
+        try producer.addObserver(ClosureObserver(willAdd: { _, _ in groups.values.first?.cancel() }))
+        let group = try GroupOperation(name: "produced-while-cancelled", operations: [producer])
+        groups.record(group)
+        try queue.addOperation(group)
+        #expect(await group.finishes())
+        #expect(group.isCancelled)
+        #expect(produced.isFinished && produced.isCancelled)
+        #expect(ran.value == 0)
+    }
+
     @Test("issue 13 item 7: a child added while its group is cancelled never runs")
     func item7AddChildRacingCancel() async throws {
         let iterations = 5_000

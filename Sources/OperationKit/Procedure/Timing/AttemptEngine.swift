@@ -164,13 +164,33 @@ final class AttemptEngine<Output: Sendable>: @unchecked Sendable {
                 return
             }
             let timer = clock.schedule(after: delay) { [self, weak owner] in
-                // A timer the cancel could not stop (it came before the timer was kept) fires
-                // for an owner that may be gone: then there is nothing to do.
+                // A timer that fired before the cancel could stop it (as it fired, or inside
+                // `schedule`) may find its owner gone: then there is nothing to do.
                 guard let owner else { return }
-                withExtendedLifetime(owner) { startAttempt(number + 1) }
+                withExtendedLifetime(owner) {
+                    // The wait ends here, in one critical section with the look for a cancel: a
+                    // cancel that saw the wait finishes the owner (see `ownerCancelled`), and one
+                    // that comes after finds no wait and leaves it to `startAttempt`. The owner
+                    // is finished once either way.
+                    let ends = withLock { () -> Bool in
+                        guard waiting && count == number && !owner.procedureLifecycle.isCancelled else { return false }
+                        waiting = false
+                        self.timer = nil
+                        return true
+                    }
+                    if ends { startAttempt(number + 1) }
+                }
             }
-            // Kept only if still waiting (a cancel, or a clock that fired at once, ended the wait).
-            withLock { if waiting && count == number { self.timer = timer } }
+            // Kept only if still waiting (a clock that fired at once ended the wait). A cancel
+            // since the wait began found no timer to stop (`ownerCancelled` finished the owner,
+            // or will): stop it here, or it would fire for the finished owner at the end of the
+            // wait.
+            let kept = withLock { () -> Bool in
+                guard waiting && count == number && !owner.procedureLifecycle.isCancelled else { return false }
+                self.timer = timer
+                return true
+            }
+            if !kept { timer.cancel() }
         }
     }
 

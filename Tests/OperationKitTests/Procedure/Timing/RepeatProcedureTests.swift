@@ -224,6 +224,28 @@ struct RepeatProcedureTests {
         #expect(clock.pendingTimerCount == 0)
     }
 
+    /// Regression: a cancel after the wait's timer had fired and before the next attempt was
+    /// started finished the repeat twice (once as waiting, once from the attempt's start); its
+    /// body runs in that window.
+    @Test("cancelled from its body as the next attempt is made after a wait: finishes once, without that attempt")
+    func cancelledWhileMakingAfterWait() async throws {
+        let clock = VirtualClock()
+        let queue = ConcurrentOperationQueue(name: "repeat-cancel-making", clock: clock)
+        let runs = Recorder<Int>()
+        let repeats = Recorder<RepeatProcedure<Int>>()
+        let repeated = RepeatProcedure<Int>(max: 3, wait: .fixed(.seconds(60))) { number in
+            if number == 2 { repeats.values.first?.cancel() }
+            return Self.attempt(number, runs: runs)
+        }
+        repeats.record(repeated)
+        try queue.addOperation(repeated)
+        #expect(await pendingTimers(clock, 1))
+        clock.advance(by: .seconds(60))
+        #expect(await repeated.finishes())
+        #expect(repeated.isCancelled && runs.values == [1])
+        #expect(repeated.diagnostics.isEmpty, "the cancelled repeat was finished twice")
+    }
+
     @Test("an attempt cancelled by someone else without an error ends the repeat, cancelled")
     func attemptCancelledElsewhere() async throws {
         let queue = ConcurrentOperationQueue(name: "repeat-attempt-cancelled")

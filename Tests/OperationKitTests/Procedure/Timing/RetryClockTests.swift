@@ -67,6 +67,59 @@ struct RetryClockTests {
         #expect(clock.pendingTimerCount == 0 && retry.isCancelled && runs.values == [1])
     }
 
+    /// Regression: a cancel after the wait had begun and before its timer was kept found no
+    /// timer to stop; the timer was then kept anyway and fired at the end of the wait, finishing
+    /// the finished retry again. The clock's `schedule` runs in exactly that window.
+    @Test("cancelled while the wait's timer is being scheduled: the timer is stopped all the same")
+    func cancelWhileSchedulingStopsTimer() async throws {
+        let clock = SchedulingHookClock()
+        let queue = ConcurrentOperationQueue(name: "retry-cancel-scheduling")
+        let runs = Recorder<Int>()
+        let attempts = Recorder<ResultProcedure<Int>>()
+        let retries = Recorder<RetryOperation<Int>>()
+        clock.whenScheduling = { retries.values.first?.cancel() }
+        let retry = RetryOperation<Int>(name: "cancel-scheduling", maxAttempts: 3, wait: .fixed(.seconds(60)), clock: clock) {
+            let attempt = Self.attempt($0, succeedsFrom: 9, runs: runs)
+            attempts.record(attempt)
+            return attempt
+        }
+        retries.record(retry)
+        try queue.addOperation(retry)
+        #expect(await retry.finishes())
+        #expect(retry.isCancelled && runs.values == [1])
+        // The first attempt's did-finish observer set up the wait: once the attempt has finished,
+        // that is over.
+        #expect(await attempts.values.first?.finishes() == true)
+        #expect(clock.base.pendingTimerCount == 0, "the cancelled retry's timer still waits")
+        clock.base.advance(by: .seconds(60))
+        #expect(retry.diagnostics.isEmpty, "a late timer finished the finished retry again")
+        #expect(runs.values == [1] && retry.attemptCount == 1)
+    }
+
+    /// Regression: the wait's timer fired and began the next attempt while the retry still
+    /// counted as waiting; a cancel then (from `makeAttempt`, say) finished the retry as one that
+    /// waits, and the attempt's start, seeing the cancel, finished it a second time (a "finish
+    /// ignored" diagnostic).
+    @Test("cancelled as the next attempt is made after a wait: finishes once, without that attempt")
+    func cancelWhileMakingAfterWait() async throws {
+        let clock = VirtualClock()
+        let queue = ConcurrentOperationQueue(name: "retry-cancel-making", clock: clock)
+        let runs = Recorder<Int>()
+        let retries = Recorder<RetryOperation<Int>>()
+        let retry = RetryOperation<Int>(name: "cancel-making", maxAttempts: 3, wait: .fixed(.seconds(60))) { number in
+            if number == 2 { retries.values.first?.cancel() }
+            return Self.attempt(number, succeedsFrom: 9, runs: runs)
+        }
+        retries.record(retry)
+        try queue.addOperation(retry)
+        #expect(await pendingTimers(clock, 1))
+        // Fires the wait's timer on this thread: attempt 2 is made, and cancels the retry.
+        clock.advance(by: .seconds(60))
+        #expect(await retry.finishes())
+        #expect(retry.isCancelled && runs.values == [1])
+        #expect(retry.diagnostics.isEmpty, "the cancelled retry was finished twice")
+    }
+
     @Test("an attempt's TimeoutObserver follows the retry's clock: a lost reply times out, the next attempt succeeds")
     func attemptTimeoutFollowsClock() async throws {
         let clock = VirtualClock()

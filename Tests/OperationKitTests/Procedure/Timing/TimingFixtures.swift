@@ -34,3 +34,26 @@ final class RecordingClock: OperationClock, Sendable {
 func pendingTimers(_ clock: VirtualClock, _ count: Int) async -> Bool {
     await eventually { clock.pendingTimerCount == count }
 }
+
+/// A ``VirtualClock`` that calls `whenScheduling` on the scheduling thread once each timer is
+/// scheduled, before `schedule` returns: a test does something exactly while its caller sets up
+/// a wait.
+final class SchedulingHookClock: OperationClock, Sendable {
+    let base = VirtualClock()
+    private let hook = Locked<(@Sendable () -> Void)?>(nil)
+
+    var now: ContinuousClock.Instant { base.now }
+
+    /// Called after each `schedule`, on its thread, with no lock of the clock held.
+    var whenScheduling: (@Sendable () -> Void)? {
+        get { hook.withLock { $0 } }
+        set { hook.withLock { $0 = newValue } }
+    }
+
+    @discardableResult
+    func schedule(at deadline: ContinuousClock.Instant, _ action: @escaping @Sendable () -> Void) -> OperationTimer {
+        let timer = base.schedule(at: deadline, action)
+        whenScheduling?()
+        return timer
+    }
+}
