@@ -466,14 +466,13 @@ extension ConcurrentOperationQueue {
     /// Dispatch job, a thread to wake and a lookup of the queue's lock, for a single operation (up
     /// to one worker per operation; see Performance.md, issue 17's ninth round).
     ///
-    /// It watches rather than yields its thread: on a machine busy with other processes a yield
-    /// gives the core away for a whole time slice, while `reserveWorkers` counts the idle worker
-    /// as coming and starts none — the ready work then waited milliseconds for it, at every gap in
-    /// the ready list (S4 with layers ran 5 to 10 times slower under load; Performance.md, issue
-    /// 17's tenth round). It is the only idle worker of its queue, and for at most
-    /// `lingerNanoseconds`: more workers watching at once, or for longer, took the cores of the
-    /// threads doing the work (the adding thread, the worker finishing the operation the others
-    /// waited for).
+    /// It watches rather than yields its thread: a yield may give the core away for a whole time
+    /// slice, while `reserveWorkers` counts the idle worker as coming and starts none — the ready
+    /// work then waited for it at every gap in the ready list (S4 with layers ran twice as slow on
+    /// the quiet benchmark machine, 5 to 10 times under load; Performance.md, issue 17's tenth
+    /// round). It is the only idle worker of its queue, and for at most `lingerNanoseconds`: more
+    /// workers watching at once, or for longer, slowed the threads doing the work (the adding
+    /// thread, the worker finishing the operation the others waited for).
     ///
     /// A reserved slot is never held for long: at most `lingerNanoseconds`, and an operation that
     /// becomes ready meanwhile wakes it (`reserveWorkers` counts idle workers as coming, so it
@@ -491,10 +490,11 @@ extension ConcurrentOperationQueue {
         }
     }
 
-    /// How long an idle worker waits for ready work (see ``linger(since:)``), in nanoseconds: 10 µs,
-    /// the time of some twenty operations added one at a time on the benchmark's machine. (3 µs
-    /// kept fewer one-by-one adds; 30 µs slowed S4 with layers.)
-    static let lingerNanoseconds: UInt64 = 10_000
+    /// How long an idle worker waits for ready work (see ``linger(since:)``), in nanoseconds: 3 µs,
+    /// the time of some ten operations added one at a time on the benchmark's machine. Longer
+    /// watches slowed the threads doing the work (10 µs: a workflow's chain 1.45x its operations'
+    /// time instead of 1.25x; 30 µs: S4 with layers), and did not keep more one-by-one adds.
+    static let lingerNanoseconds: UInt64 = 3_000
 
     /// The monotonic clock in nanoseconds (the vDSO on Linux: no system call).
     @inline(__always)
