@@ -275,7 +275,8 @@ final class ProcedureAwaitingFinish: ProcedureOperation, @unchecked Sendable {
 }
 
 /// A procedure that counts its hooks. `finished` opens after its did-finish hook (which, like
-/// did-finish observers, runs after `waitUntilFinishedBlocking()` returns).
+/// did-finish observers, has run by the time `waitUntilFinishedBlocking()` returns: waits
+/// return after the finish's tail).
 final class ProcedureCountingHooks: ProcedureOperation, @unchecked Sendable {
     // No mutable state of its own: counters and recorders synchronise themselves.
     let willExecuteCalls = AtomicCounter()
