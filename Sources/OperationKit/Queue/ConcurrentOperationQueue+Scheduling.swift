@@ -458,7 +458,7 @@ extension ConcurrentOperationQueue {
     }
 
     /// An idle worker (see ``nextLocked(_:)``) waits a moment for ready work: it watches `idleWake`
-    /// for at most `lingerNanoseconds` without giving up its thread, then takes the lock once,
+    /// for at most `lingerTime` without giving up its thread, then takes the lock once,
     /// stops being idle, and takes the next ready operation or gives its slot back.
     ///
     /// Operations added one at a time, each made while the workers run the last, otherwise find no
@@ -470,19 +470,19 @@ extension ConcurrentOperationQueue {
     /// slice, while `reserveWorkers` counts the idle worker as coming and starts none — the ready
     /// work then waited for it at every gap in the ready list (S4 with layers ran twice as slow on
     /// the quiet benchmark machine, 5 to 10 times under load; Performance.md, issue 17's tenth
-    /// round). It is the only idle worker of its queue, and for at most `lingerNanoseconds`: more
+    /// round). It is the only idle worker of its queue, and for at most `lingerTime`: more
     /// workers watching at once, or for longer, slowed the threads doing the work (the adding
     /// thread, the worker finishing the operation the others waited for).
     ///
-    /// A reserved slot is never held for long: at most `lingerNanoseconds`, and an operation that
+    /// A reserved slot is never held for long: at most `lingerTime`, and an operation that
     /// becomes ready meanwhile wakes it (`reserveWorkers` counts idle workers as coming, so it
     /// starts none for that operation).
     private func linger(since: UInt) -> ConcurrentOperation? {
-        let deadline = Self.monotonicNanoseconds() &+ Self.lingerNanoseconds
+        let deadline = ContinuousClock.now.advanced(by: Self.lingerTime)
         var spins = 0
         while idleWake.load(ordering: .relaxed) == since {
             spins &+= 1
-            if spins & 31 == 0 && Self.monotonicNanoseconds() >= deadline { break }
+            if spins & 31 == 0 && ContinuousClock.now >= deadline { break }
         }
         return lock.withLock {
             idleWorkers -= 1
@@ -490,19 +490,11 @@ extension ConcurrentOperationQueue {
         }
     }
 
-    /// How long an idle worker waits for ready work (see ``linger(since:)``), in nanoseconds: 3 µs,
-    /// the time of some ten operations added one at a time on the benchmark's machine. Longer
-    /// watches slowed the threads doing the work (10 µs: a workflow's chain 1.45x its operations'
-    /// time instead of 1.25x; 30 µs: S4 with layers), and did not keep more one-by-one adds.
-    static let lingerNanoseconds: UInt64 = 3_000
-
-    /// The monotonic clock in nanoseconds (the vDSO on Linux: no system call).
-    @inline(__always)
-    static func monotonicNanoseconds() -> UInt64 {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return UInt64(time.tv_sec) &* 1_000_000_000 &+ UInt64(time.tv_nsec)
-    }
+    /// How long an idle worker waits for ready work (see ``linger(since:)``): 3 µs, the time of
+    /// some ten operations added one at a time on the benchmark's machine. Longer watches slowed
+    /// the threads doing the work (10 µs: a workflow's chain 1.45x its operations' time instead of
+    /// 1.25x; 30 µs: S4 with layers), and did not keep more one-by-one adds.
+    static let lingerTime: Duration = .microseconds(3)
 
     /// Under `lock`: the next operation to run, or `nil` after giving the worker's slot back.
     func nextOrReleaseSlot() -> ConcurrentOperation? {

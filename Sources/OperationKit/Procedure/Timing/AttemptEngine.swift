@@ -173,7 +173,7 @@ final class AttemptEngine<Output: Sendable>: @unchecked Sendable {
                     // that comes after finds no wait and leaves it to `startAttempt`. The owner
                     // is finished once either way.
                     let ends = withLock { () -> Bool in
-                        guard waiting && count == number && !owner.procedureLifecycle.isCancelled else { return false }
+                        guard stillWaitingLocked(after: number) else { return false }
                         waiting = false
                         self.timer = nil
                         return true
@@ -186,12 +186,18 @@ final class AttemptEngine<Output: Sendable>: @unchecked Sendable {
             // or will): stop it here, or it would fire for the finished owner at the end of the
             // wait.
             let kept = withLock { () -> Bool in
-                guard waiting && count == number && !owner.procedureLifecycle.isCancelled else { return false }
+                guard stillWaitingLocked(after: number) else { return false }
                 self.timer = timer
                 return true
             }
             if !kept { timer.cancel() }
         }
+    }
+
+    /// Under the owner's lock: whether the wait after attempt `number` is still on — not ended by
+    /// its timer, by a clock that fired at once, or by a cancel of the owner.
+    private func stillWaitingLocked(after number: Int) -> Bool {
+        waiting && count == number && !owner.procedureLifecycle.isCancelled
     }
 
     /// Ends the owner with `attempt`'s result.
