@@ -10,8 +10,11 @@ let package = Package(
         .library(name: "OperationKitTestSupport", targets: ["OperationKitTestSupport"]),
     ],
     targets: [
+        // The futex system calls of the library's lock (Swift cannot call the variadic `syscall`).
+        .target(name: "COperationKit"),
         .target(
             name: "OperationKit",
+            dependencies: ["COperationKit"],
             swiftSettings: [.enableUpcomingFeature("ExistentialAny")]
         ),
         .executableTarget(

@@ -220,7 +220,7 @@ final class InstrumentSlot: @unchecked Sendable {  // `boxes` is protected by `l
     }
 
     @usableFromInline let bits = Atomic<UInt>(0)
-    /// A striped `pthread` mutex (no allocation per slot; the thread sanitizer does not
+    /// A striped ``Lock`` (no allocation per slot; the thread sanitizer does not
     /// understand `Synchronization.Mutex`, see Documentation/Architecture.md): held only to append.
     private var lock: Lock { Lock.striped(for: self) }
     private var boxes: [Box] = []

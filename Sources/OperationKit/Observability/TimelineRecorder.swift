@@ -27,7 +27,7 @@ public final class TimelineRecorder: OperationInstrument, @unchecked Sendable { 
     /// The most events recorded; later ones are dropped (and counted).
     public let maxEvents: Int
 
-    /// A `pthread` mutex rather than `Synchronization.Mutex`, which the thread sanitizer does
+    /// Our own ``Lock`` rather than `Synchronization.Mutex`, which the thread sanitizer does
     /// not understand (see "Not `Synchronization.Mutex`" in Documentation/Architecture.md).
     private let lock = Lock()
     private var recorded = State()

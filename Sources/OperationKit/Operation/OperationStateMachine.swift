@@ -37,9 +37,7 @@ public final class OperationStateMachine {
     public let dispatchQueue: DispatchQueue
 
     /// A recursive lock, so that ``withLock(_:)`` may be re-entered.
-    private let lockStorage = LockStorage.make(count: 1, recursive: true)
-    /// The machine's one lock.
-    var lock: Lock { Lock(owning: lockStorage) }
+    let lock = RecursiveLock()
 
     // protected by `lock`
     private weak var _operation: AnyObject?

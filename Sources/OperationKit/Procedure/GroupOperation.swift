@@ -37,7 +37,7 @@ open class GroupOperation: ProcedureOperation, @unchecked Sendable {
     /// Guards adding children against the group closing (`closed`), so that no child is added
     /// after the group decided to finish. Recursive: adding a child may run a condition's
     /// `dependency(for:)`, which may add another.
-    private let childLock = Lock(recursive: true)
+    private let childLock = RecursiveLock()
     // protected by childLock
     private var closed = false
     // protected by childLock
