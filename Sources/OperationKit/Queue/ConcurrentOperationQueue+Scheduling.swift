@@ -359,7 +359,8 @@ extension ConcurrentOperationQueue {
     /// idle worker (see `linger(since:)`), so that operations added one at a time, each a little
     /// after the last, find it there instead of each starting a new worker.
     ///
-    /// After `workerTurn` operations with more ready — or sooner, after an operation that did a
+    /// Once its turn is over (`WorkerTurn`: at least 64 operations and the queue's turn time) with
+    /// more ready — or sooner, after an operation that did a
     /// turn's work of its own and asked for it (`workerMakeWay`: a workflow's runner) — it goes to
     /// the back of its dispatch queue
     /// (a new job with the next operation and the slot), so that a long backlog does not hold up
@@ -375,7 +376,7 @@ extension ConcurrentOperationQueue {
         let handOff = CurrentQueue.with(self) { () -> Unmanaged<ConcurrentOperation>? in
             var lookup = NextLookup(mayLinger: underlyingQueue == nil)
             var next = handedOff?.takeRetainedValue() ?? lock.withLock { nextLocked(&lookup) }
-            var turn = Self.workerTurn
+            var turn = WorkerTurn(time: workerTurnTime)
             while true {
                 if next == nil, let since = lookup.idleSince {
                     lookup.idleSince = nil
@@ -383,10 +384,9 @@ extension ConcurrentOperationQueue {
                 }
                 guard let operation = next else { break }
                 next = runTaken(operation, parks: true, lookup: &lookup)
-                turn &-= 1
-                // `<=`: a turn may end while the worker is idle, with no next operation to hand
-                // off; it makes way after the first operation it runs once it is back.
-                if turn <= 0 || workerMakeWay.load(ordering: .relaxed), let next {
+                // A turn may end while the worker is idle, with no next operation to hand off; it
+                // makes way after the first operation it runs once it is back.
+                if turn.countOne() || workerMakeWay.load(ordering: .relaxed), let next {
                     workerMakeWay.store(false, ordering: .relaxed)
                     return Unmanaged.passRetained(next)
                 }
@@ -400,10 +400,6 @@ extension ConcurrentOperationQueue {
         Self.release(finished: lock.withLock { takeFinishedLocked() })
     }
 
-    /// How many operations a Dispatch worker runs in a row before it makes way for the other
-    /// work of its dispatch queue (see `runWorker(handedOff:)`): one `async` per this many
-    /// operations of a backlog.
-    static let workerTurn = 64
 
     /// Runs `operation`, taken from the ready list with a slot, and returns the next ready
     /// operation for that slot, or `nil` once the slot went back (or to the operation, which

@@ -56,11 +56,15 @@ public final class ConcurrentOperationQueue {
     /// workflow's runners (WorkflowRunOperation), which must not take a lock of the queue per run.
     let limitMirror = Atomic<Int>(ConcurrentOperationQueue.defaultMaxConcurrentOperationCount)
     let suspendedMirror = Atomic<Bool>(false)
-    /// Set by an operation that ran a worker's turn of work of its own (a workflow's runner that
-    /// executed `WorkflowRunOperation.turn` runs): the worker that ran it makes way after it, as
-    /// after `workerTurn` operations (see `runWorker(handedOff:)`). Another worker of the queue
+    /// Set by an operation that ran a worker's turn of work of its own (a workflow's runner whose
+    /// turn of runs is over, see `WorkerTurn`): the worker that ran it makes way after it, as
+    /// after a turn of operations (see `runWorker(handedOff:)`). Another worker of the queue
     /// may see it first and make way instead, which does no harm.
     let workerMakeWay = Atomic<Bool>(false)
+    /// How long a worker, or a workflow's runner, keeps its thread before it makes way for the
+    /// other work of its dispatch queue (see `WorkerTurn`). Tests set it before adding work (0: a
+    /// turn is `WorkerTurn.count` operations, `.seconds(3600)`: never over in a test).
+    @exclusivity(unchecked) var workerTurnTime = WorkerTurn.defaultTime
     /// Concurrency slots in use: workers looking for work (idle ones included) plus operations
     /// executing.
     @exclusivity(unchecked) var activeSlots = 0

@@ -107,18 +107,17 @@ extension Workflow {
         if let runner { try? queue.addOperation(runner) }
     }
 
-    /// The next run for `runner`, which has executed `taken` runs in this turn, or `nil` when the
-    /// runner stops: nothing waits; the queue is suspended, or its limit went down and the
-    /// workflow has more runners than `runnerTarget`;
-    /// the turn is over; or the runner was cancelled. A runner that stops while runs wait is
+    /// The next run for `runner`, or `nil` when the runner stops: nothing waits; the queue is
+    /// suspended, or its limit went down and the workflow has more runners than `runnerTarget`;
+    /// its turn is over (`turnOver`, see `WorkerTurn`); or the runner was cancelled. A runner that stops while runs wait is
     /// replaced (the new one waits in the queue like any operation).
-    func takeRun(for runner: WorkflowRunOperation, taken: Int, cancelled: Bool) -> (Unmanaged<WorkflowTask>, Int)? {
+    func takeRun(for runner: WorkflowRunOperation, turnOver: Bool, cancelled: Bool) -> (Unmanaged<WorkflowTask>, Int)? {
         let queue = queue
         enum Decision {
             case run(Unmanaged<WorkflowTask>, Int)
             case stop(WorkflowRunOperation?)
         }
-        if taken >= WorkflowRunOperation.turn {
+        if turnOver {
             // A worker's turn of runs: the worker makes way after this runner (see
             // `ConcurrentOperationQueue.runWorker(handedOff:)`), and the runs left go to another.
             queue.workerMakeWay.store(true, ordering: .relaxed)

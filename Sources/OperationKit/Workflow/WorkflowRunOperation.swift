@@ -12,7 +12,7 @@ import Synchronization
 /// A workflow starts a runner for each run it starts while it has fewer runners taking runs than
 /// one more than the queue's limit (`Workflow.runnerTarget`). A runner stops taking runs when
 /// none is left, when the queue is suspended or its limit went down below the workflow's
-/// runners, after `turn` runs (it makes way for the queue's
+/// runners, once its turn is over (see `WorkerTurn`: it makes way for the queue's
 /// other work, as a queue worker does), when it was cancelled (which cancels the runs waiting at
 /// that moment, as cancelling the queue's operations did when each run was an operation of its
 /// own), and when a run does not end in its `main()`; in every case another runner is queued if
@@ -56,15 +56,14 @@ final class WorkflowRunOperation: ConcurrentOperation, @unchecked Sendable {
     /// thread, read there once `main()` returns. The workflow holds the task.
     @exclusivity(unchecked) private var nextTask: Unmanaged<WorkflowTask>?
     @exclusivity(unchecked) private var nextRun = 0
-    /// Runs taken in this turn: written on the runner's thread, read there under the lock.
-    @exclusivity(unchecked) private var takenInTurn = 0
+    /// The runner's turn on its thread (see `WorkerTurn`): written on the runner's thread, read
+    /// there under the lock.
+    @exclusivity(unchecked) private var turn = WorkerTurn(time: .zero)
     /// Set by `cancel()`: the runner takes no more runs, and cancels those waiting.
     private let cancelRequested = Atomic<Bool>(false)
     /// Whether the runner counts among the workflow's runners taking runs (`Workflow.drainers`):
     /// from when it is made until it stops taking runs. Under the workflow's lock.
     @exclusivity(unchecked) var takesRuns = true
-    /// Runs a runner executes before it makes way.
-    static let turn = 64
 
     init(workflow: Workflow) {
         self.workflow = workflow
@@ -91,10 +90,10 @@ final class WorkflowRunOperation: ConcurrentOperation, @unchecked Sendable {
         // The thread-local marks this runner for all its runs: between two runs no code of the
         // user's runs on this thread, and each run's task and number are the runner's fields.
         let keepsRun = ExecutingRun.with(self) { () -> Bool in
-            takenInTurn = 0
-            var next = workflow.takeRun(for: self, taken: 0, cancelled: cancelRequested.load(ordering: .acquiring))
+            turn = WorkerTurn(time: workflow.queue.workerTurnTime)
+            var next = workflow.takeRun(for: self, turnOver: false, cancelled: cancelRequested.load(ordering: .acquiring))
             while let (task, run) = next {
-                takenInTurn += 1
+                _ = turn.countOne()
                 task._withUnsafeGuaranteedRef { $0.main(executing: WorkflowTaskRun(task: $0, number: run)) }
                 let flags = runFlags.load(ordering: .acquiring)
                 if flags & Self.nextReady != 0 {
@@ -109,7 +108,7 @@ final class WorkflowRunOperation: ConcurrentOperation, @unchecked Sendable {
                     // (this operation stays with the run until it ends): no more runs for this runner.
                     return workflow.runnerKeepsRun(self)
                 }
-                next = workflow.takeRun(for: self, taken: takenInTurn,
+                next = workflow.takeRun(for: self, turnOver: turn.isOver,
                                         cancelled: cancelRequested.load(ordering: .acquiring))
             }
             return false
@@ -127,7 +126,7 @@ final class WorkflowRunOperation: ConcurrentOperation, @unchecked Sendable {
     /// Whether the runner may be handed its next run by the change that ended its current one:
     /// under the workflow's lock, on the runner's thread.
     var acceptsNextLocked: Bool {
-        takesRuns && takenInTurn < Self.turn && !cancelRequested.load(ordering: .acquiring)
+        takesRuns && !turn.isOver && !cancelRequested.load(ordering: .acquiring)
             && runFlags.load(ordering: .acquiring) & Self.nextReady == 0
     }
 

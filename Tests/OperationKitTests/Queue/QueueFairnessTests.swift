@@ -1,5 +1,5 @@
 import Dispatch
-import OperationKit
+@testable import OperationKit
 import OperationKitTestSupport
 import Testing
 
@@ -15,6 +15,8 @@ struct QueueFairnessTests {
     func otherWorkRunsDuringABacklog() throws {
         let shared = DispatchQueue(label: "fairness.shared")
         let queue = ConcurrentOperationQueue(name: "fairness", underlyingQueue: shared)
+        // A turn of no time: over after 64 operations, however fast they ran (see `WorkerTurn`).
+        queue.workerTurnTime = .zero
         let ran = AtomicCounter()
         let seenByOther = Recorder<Int>()
         let operations = (0..<Self.operations).map { index in
@@ -32,6 +34,51 @@ struct QueueFairnessTests {
         let seen = try #require(seenByOther.values.first)
         #expect(seen < Self.operations, "the other work waited for the whole backlog (\(seen) operations ran before it)")
         #expect(ran.value == Self.operations)
+    }
+
+    @Test("with the default turn time, a backlog that lasts until other work runs makes way for it")
+    func defaultTurnMakesWay() throws {
+        let shared = DispatchQueue(label: "fairness.default-turn")
+        let queue = ConcurrentOperationQueue(name: "fairness.default-turn", underlyingQueue: shared)
+        #expect(queue.workerTurnTime == WorkerTurn.defaultTime)
+        let otherRan = Gate()
+        let ran = AtomicCounter()
+        let seenByOther = Recorder<Int>()
+        let cap = 1_000_000
+        // Each operation adds the next until the other work has run (or `cap` ran): the backlog
+        // lasts as long as the worker keeps the dispatch queue, whatever the machine's speed.
+        @Sendable func step(_ index: Int) {
+            if index == 0 { shared.async { seenByOther.record(ran.value); otherRan.open() } }
+            ran.increment()
+            if !otherRan.isOpen && index + 1 < cap {
+                queue.addOperation { step(index + 1) }
+            }
+        }
+        queue.addOperation { step(0) }
+        #expect(otherRan.wait(timeout: operationTestTimeout), "the other work never ran")
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
+        let seen = try #require(shared.sync { seenByOther.values.first })
+        #expect(seen < cap, "the other work waited for the whole backlog (\(seen) operations)")
+    }
+
+    @Test("a turn lasts the queue's turn time: with an hour, a backlog of 1,000 operations does not make way")
+    func turnLastsItsTime() throws {
+        let shared = DispatchQueue(label: "fairness.turn-time")
+        let queue = ConcurrentOperationQueue(name: "fairness.turn-time", underlyingQueue: shared)
+        queue.workerTurnTime = .seconds(3600)
+        let ran = AtomicCounter()
+        let seenByOther = Recorder<Int>()
+        let operations = (0..<Self.operations).map { index in
+            ClosureOperation(name: "t\(index)") {
+                if index == 0 { shared.async { seenByOther.record(ran.value) } }
+                ran.increment()
+            }
+        }
+        queue.isSuspended = true
+        try queue.addOperations(operations, waitUntilFinished: false)
+        queue.isSuspended = false
+        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
+        #expect(shared.sync { seenByOther.values } == [Self.operations])
     }
 
     @Test("a worker that goes to the back of its dispatch queue keeps its slot: a limit of 1 still runs one at a time, in order")

@@ -3,7 +3,7 @@
 // suspension, a cancel of its operations, and sharing the underlying dispatch queue.
 
 import Dispatch
-import OperationKit
+@testable import OperationKit
 import OperationKitTestSupport
 import Testing
 
@@ -39,6 +39,8 @@ struct WorkflowRunnerTests {
         let shared = DispatchQueue(label: "runners.shared")
         let queue = try ConcurrentOperationQueue(
             name: "runners.fairness", maxConcurrentOperationCount: 1, underlyingQueue: shared)
+        // A turn of no time: over after 64 runs, however fast they ran (see `WorkerTurn`).
+        queue.workerTurnTime = .zero
         let workflow = Workflow(name: "backlog", queue: queue)
         let ran = AtomicCounter()
         let seenByOther = Recorder<Int>()
@@ -60,6 +62,29 @@ struct WorkflowRunnerTests {
         // on with the next runner would have run 64 runners' turns first (4,096 runs); a runner
         // that never stopped, all 5,000.
         #expect(seen <= 64, "the other work waited for \(seen) runs")
+    }
+
+    @Test("a runner's turn lasts the queue's turn time: with an hour, a backlog of 5,000 short runs does not make way")
+    func runnersTurnLastsItsTime() async throws {
+        let shared = DispatchQueue(label: "runners.turn-time")
+        let queue = try ConcurrentOperationQueue(
+            name: "runners.turn-time", maxConcurrentOperationCount: 1, underlyingQueue: shared)
+        queue.workerTurnTime = .seconds(3600)
+        let workflow = Workflow(name: "long turn", queue: queue)
+        let ran = AtomicCounter()
+        let seenByOther = Recorder<Int>()
+        for index in 0..<Self.backlog {
+            try workflow.add(ClosureTask(name: "t\(index)") { run in
+                if index == 0 { shared.async { seenByOther.record(ran.value) } }
+                ran.increment()
+                run.finish(with: nil)
+            })
+        }
+        workflow.start()
+        #expect(await drained(queue))
+        #expect(shared.sync { seenByOther.values.count } == 1)
+        // One runner and one worker took every run in one turn: the other work came after them.
+        #expect(seenByOther.values.first == Self.backlog)
     }
 
     @Test("a queue suspended by a run: the runner takes no other run until the queue is resumed")
