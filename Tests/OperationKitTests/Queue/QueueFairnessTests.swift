@@ -11,12 +11,13 @@ import Testing
 struct QueueFairnessTests {
     static let operations = 1_000
 
-    @Test("work queued on the underlying queue runs before a backlog of 1,000 operations is done")
-    func otherWorkRunsDuringABacklog() throws {
-        let shared = DispatchQueue(label: "fairness.shared")
-        let queue = ConcurrentOperationQueue(name: "fairness", underlyingQueue: shared)
-        // A turn of no time: over after 64 operations, however fast they ran (see `WorkerTurn`).
-        queue.workerTurnTime = .zero
+    /// Runs a backlog of `operations` short operations on a queue over a serial dispatch queue
+    /// with the given turn time; the first queues other work on that dispatch queue. Returns how
+    /// many operations had run when the other work ran (one value), and how many ran in all.
+    private func backlog(turnTime: Duration, label: String) throws -> (seenByOther: [Int], ran: Int) {
+        let shared = DispatchQueue(label: label)
+        let queue = ConcurrentOperationQueue(name: label, underlyingQueue: shared)
+        queue.workerTurnTime = turnTime
         let ran = AtomicCounter()
         let seenByOther = Recorder<Int>()
         let operations = (0..<Self.operations).map { index in
@@ -30,10 +31,17 @@ struct QueueFairnessTests {
         try queue.addOperations(operations, waitUntilFinished: false)
         queue.isSuspended = false
         #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
-        #expect(shared.sync { seenByOther.values.count } == 1)
-        let seen = try #require(seenByOther.values.first)
+        return (shared.sync { seenByOther.values }, ran.value)
+    }
+
+    @Test("work queued on the underlying queue runs before a backlog of 1,000 operations is done")
+    func otherWorkRunsDuringABacklog() throws {
+        // A turn of no time: over after 64 operations, however fast they ran (see `WorkerTurn`).
+        let (seenByOther, ran) = try backlog(turnTime: .zero, label: "fairness.shared")
+        #expect(seenByOther.count == 1)
+        let seen = try #require(seenByOther.first)
         #expect(seen < Self.operations, "the other work waited for the whole backlog (\(seen) operations ran before it)")
-        #expect(ran.value == Self.operations)
+        #expect(ran == Self.operations)
     }
 
     @Test("with the default turn time, a backlog that lasts until other work runs makes way for it")
@@ -63,22 +71,8 @@ struct QueueFairnessTests {
 
     @Test("a turn lasts the queue's turn time: with an hour, a backlog of 1,000 operations does not make way")
     func turnLastsItsTime() throws {
-        let shared = DispatchQueue(label: "fairness.turn-time")
-        let queue = ConcurrentOperationQueue(name: "fairness.turn-time", underlyingQueue: shared)
-        queue.workerTurnTime = .seconds(3600)
-        let ran = AtomicCounter()
-        let seenByOther = Recorder<Int>()
-        let operations = (0..<Self.operations).map { index in
-            ClosureOperation(name: "t\(index)") {
-                if index == 0 { shared.async { seenByOther.record(ran.value) } }
-                ran.increment()
-            }
-        }
-        queue.isSuspended = true
-        try queue.addOperations(operations, waitUntilFinished: false)
-        queue.isSuspended = false
-        #expect(queue.waitUntilAllOperationsAreFinishedBlocking(timeout: operationTestTimeout))
-        #expect(shared.sync { seenByOther.values } == [Self.operations])
+        let (seenByOther, _) = try backlog(turnTime: .seconds(3600), label: "fairness.turn-time")
+        #expect(seenByOther == [Self.operations])
     }
 
     @Test("a worker that goes to the back of its dispatch queue keeps its slot: a limit of 1 still runs one at a time, in order")

@@ -34,13 +34,14 @@ struct WorkflowRunnerTests {
 
     static let backlog = 5_000
 
-    @Test("work queued on the underlying queue runs after the first turn of 64 runs, not after the backlog")
-    func runnersMakeWay() async throws {
-        let shared = DispatchQueue(label: "runners.shared")
+    /// Runs a backlog of `backlog` short runs on a queue with a limit of 1 over a serial dispatch
+    /// queue, with the given turn time; the first run queues other work on that dispatch queue.
+    /// Returns how many runs had run when the other work ran (one value), and how many ran in all.
+    private func backlog(turnTime: Duration, label: String) async throws -> (seenByOther: [Int], ran: Int) {
+        let shared = DispatchQueue(label: label)
         let queue = try ConcurrentOperationQueue(
-            name: "runners.fairness", maxConcurrentOperationCount: 1, underlyingQueue: shared)
-        // A turn of no time: over after 64 runs, however fast they ran (see `WorkerTurn`).
-        queue.workerTurnTime = .zero
+            name: label, maxConcurrentOperationCount: 1, underlyingQueue: shared)
+        queue.workerTurnTime = turnTime
         let workflow = Workflow(name: "backlog", queue: queue)
         let ran = AtomicCounter()
         let seenByOther = Recorder<Int>()
@@ -54,9 +55,16 @@ struct WorkflowRunnerTests {
         }
         workflow.start()
         #expect(await drained(queue))
-        #expect(ran.value == Self.backlog)
-        #expect(shared.sync { seenByOther.values.count } == 1)
-        let seen = try #require(seenByOther.values.first)
+        return (shared.sync { seenByOther.values }, ran.value)
+    }
+
+    @Test("work queued on the underlying queue runs after the first turn of 64 runs, not after the backlog")
+    func runnersMakeWay() async throws {
+        // A turn of no time: over after 64 runs, however fast they ran (see `WorkerTurn`).
+        let (seenByOther, ran) = try await backlog(turnTime: .zero, label: "runners.fairness")
+        #expect(ran == Self.backlog)
+        #expect(seenByOther.count == 1)
+        let seen = try #require(seenByOther.first)
         // A runner takes 64 runs, then stops and another is queued; the worker that ran it makes
         // way at once (as after 64 operations), so the other work comes next. A worker that went
         // on with the next runner would have run 64 runners' turns first (4,096 runs); a runner
@@ -66,25 +74,10 @@ struct WorkflowRunnerTests {
 
     @Test("a runner's turn lasts the queue's turn time: with an hour, a backlog of 5,000 short runs does not make way")
     func runnersTurnLastsItsTime() async throws {
-        let shared = DispatchQueue(label: "runners.turn-time")
-        let queue = try ConcurrentOperationQueue(
-            name: "runners.turn-time", maxConcurrentOperationCount: 1, underlyingQueue: shared)
-        queue.workerTurnTime = .seconds(3600)
-        let workflow = Workflow(name: "long turn", queue: queue)
-        let ran = AtomicCounter()
-        let seenByOther = Recorder<Int>()
-        for index in 0..<Self.backlog {
-            try workflow.add(ClosureTask(name: "t\(index)") { run in
-                if index == 0 { shared.async { seenByOther.record(ran.value) } }
-                ran.increment()
-                run.finish(with: nil)
-            })
-        }
-        workflow.start()
-        #expect(await drained(queue))
-        #expect(shared.sync { seenByOther.values.count } == 1)
+        let (seenByOther, _) = try await backlog(turnTime: .seconds(3600), label: "runners.turn-time")
+        #expect(seenByOther.count == 1)
         // One runner and one worker took every run in one turn: the other work came after them.
-        #expect(seenByOther.values.first == Self.backlog)
+        #expect(seenByOther.first == Self.backlog)
     }
 
     @Test("a queue suspended by a run: the runner takes no other run until the queue is resumed")
